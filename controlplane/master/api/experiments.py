@@ -1,0 +1,163 @@
+"""Experiments: create, list, get, trials, pause/activate/kill, model definition."""
+
+from __future__ import annotations
+
+import base64
+
+from litestar import Request, get, post
+from sqlalchemy import func, select
+
+from controlplane.common.floats import decode_nonfinite
+from controlplane.master.api.auth_guard import current_user, runtime_of, user_or_task
+from controlplane.master.api.requests import path_int, read_json
+from controlplane.master.api.serializers import experiment_json, pagination, trial_json
+from controlplane.master.db.models import Experiment, Metric, Trial, User
+from controlplane.master.errors import NotFound
+from controlplane.master.services.experiments import create_experiment
+
+
+async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # noqa: ANN001
+    exp = await session.get(Experiment, exp_id)
+    if exp is None:
+        raise NotFound(f"experiment {exp_id} not found")
+    username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
+    trial_ids = list((await session.scalars(
+        select(Trial.id).where(Trial.experiment_id == exp_id).order_by(Trial.id))).all())
+    return exp, username, trial_ids
+
+
+@post("/api/v1/experiments", operation_id="CreateExperiment", tags=["experiments"], status_code=200)
+async def create(request: Request) -> dict:
+    user = await current_user(request)
+    body = await read_json(request)
+    rt = runtime_of(request)
+    exp, saved = await create_experiment(rt, user, body)
+    trial_ids: list[int] = []
+    if saved:
+        async with rt.sessions() as session:
+            exp, _, trial_ids = await _load(session, exp.id)
+    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": exp.config, "warnings": []}
+
+
+@get("/api/v1/experiments", operation_id="GetExperiments", tags=["experiments"])
+async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
+                           archived: bool | None = None) -> dict:
+    await current_user(request)
+    users = request.query_params.getall("users", [])
+    rt = runtime_of(request)
+    async with rt.sessions() as session:
+        q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
+        if archived is not None:
+            q = q.where(Experiment.archived.is_(archived))
+        if users:
+            q = q.where(User.username.in_(users))
+        total = await session.scalar(select(func.count()).select_from(q.subquery()))
+        rows = (await session.execute(q.order_by(Experiment.id).offset(offset).limit(max(limit, 0) or None))).all()
+        ids = [e.id for e, _ in rows]
+        trials: dict[int, list[int]] = {i: [] for i in ids}
+        if ids:
+            for exp_id, tid in (await session.execute(
+                    select(Trial.experiment_id, Trial.id).where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
+                trials[exp_id].append(tid)
+    return {"experiments": [experiment_json(e, u, trials[e.id]) for e, u in rows],
+            "pagination": pagination(offset, limit, total or 0, len(rows))}
+
+
+@get("/api/v1/experiments/{exp_id:str}", operation_id="GetExperiment", tags=["experiments"])
+async def get_experiment(request: Request, exp_id: str) -> dict:
+    await current_user(request)
+    async with runtime_of(request).sessions() as session:
+        exp, username, trial_ids = await _load(session, path_int(exp_id, "id"))
+    return {"experiment": experiment_json(exp, username, trial_ids), "jobSummary": None, "config": exp.config}
+
+
+async def _validation_summaries(session, trial_ids: list[int], metric: str, smaller: bool) -> tuple[dict, dict]:  # noqa: ANN001
+    """Per trial: (best validation, latest validation) as Determined's MetricsWorkload."""
+    best: dict[int, dict] = {}
+    latest: dict[int, dict] = {}
+    if not trial_ids:
+        return best, latest
+    rows = (await session.execute(
+        select(Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
+        .where(Metric.trial_id.in_(trial_ids), Metric.group == "validation")
+        .order_by(Metric.trial_id, Metric.steps_completed, Metric.id))).all()
+    from controlplane.master.api.serializers import metrics_summary
+
+    for tid, steps, metrics, at in rows:
+        summary = metrics_summary(steps, metrics, at)
+        latest[tid] = summary
+        value = decode_nonfinite(metrics.get(metric))
+        if not isinstance(value, (int, float)) or value != value:
+            continue
+        cur = best.get(tid)
+        cur_value = decode_nonfinite(cur["metrics"]["avgMetrics"].get(metric)) if cur else None
+        if cur is None or (value < cur_value if smaller else value > cur_value):
+            best[tid] = summary
+    for tid, summary in best.items():
+        summary["searcherMetric"] = decode_nonfinite(summary["metrics"]["avgMetrics"].get(metric))
+    return best, latest
+
+
+@get("/api/v1/experiments/{exp_id:str}/trials", operation_id="GetExperimentTrials", tags=["experiments"])
+async def experiment_trials(request: Request, exp_id: str, offset: int = 0, limit: int = 0) -> dict:
+    await current_user(request)
+    eid = path_int(exp_id, "experimentId")
+    async with runtime_of(request).sessions() as session:
+        exp = await session.get(Experiment, eid)
+        if exp is None:
+            raise NotFound(f"experiment {eid} not found")
+        q = select(Trial).where(Trial.experiment_id == eid).order_by(Trial.id)
+        total = await session.scalar(select(func.count()).select_from(q.subquery()))
+        if offset:
+            q = q.offset(offset)
+        if limit > 0:
+            q = q.limit(limit)
+        trials = list((await session.scalars(q)).all())
+        s = exp.config.get("searcher") or {}
+        best, latest = await _validation_summaries(session, [t.id for t in trials], s.get("metric", ""),
+                                                   bool(s.get("smaller_is_better", True)))
+    return {"trials": [trial_json(t, exp.config, best.get(t.id), latest.get(t.id)) for t in trials],
+            "pagination": pagination(offset, limit or len(trials), total or 0, len(trials))}
+
+
+@get("/api/v1/trials/{trial_id:str}", operation_id="GetTrial", tags=["trials"])
+async def get_trial(request: Request, trial_id: str) -> dict:
+    await user_or_task(request)
+    tid = path_int(trial_id, "trialId")
+    async with runtime_of(request).sessions() as session:
+        trial = await session.get(Trial, tid)
+        if trial is None:
+            raise NotFound(f"trial {tid} not found")
+        exp = await session.get(Experiment, trial.experiment_id)
+        s = exp.config.get("searcher") or {}
+        best, latest = await _validation_summaries(session, [tid], s.get("metric", ""),
+                                                   bool(s.get("smaller_is_better", True)))
+    return {"trial": trial_json(trial, exp.config, best.get(tid), latest.get(tid))}
+
+
+def _action(name: str, operation_id: str, method_name: str):  # noqa: ANN202
+    @post(f"/api/v1/experiments/{{exp_id:str}}/{name}", operation_id=operation_id, tags=["experiments"],
+          status_code=200, name=f"experiment-{name}")
+    async def handler(request: Request, exp_id: str) -> dict:
+        await current_user(request)
+        rt = runtime_of(request)
+        await getattr(rt.orchestrator, method_name)(path_int(exp_id, "id"))
+        return {}
+
+    return handler
+
+
+pause = _action("pause", "PauseExperiment", "pause")
+activate = _action("activate", "ActivateExperiment", "activate")
+kill = _action("kill", "KillExperiment", "kill")
+cancel = _action("cancel", "CancelExperiment", "kill")
+
+
+@get("/api/v1/experiments/{exp_id:str}/model_def", operation_id="GetModelDef", tags=["experiments"])
+async def model_def(request: Request, exp_id: str) -> dict:
+    await current_user(request)
+    async with runtime_of(request).sessions() as session:
+        exp = await session.get(Experiment, path_int(exp_id, "id"))
+        if exp is None:
+            raise NotFound(f"experiment {exp_id} not found")
+        return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}

@@ -1,0 +1,117 @@
+"""Rows -> the JSON shapes the Determined client reads (reference §2.3, §3, §5)."""
+
+from __future__ import annotations
+
+from controlplane.common.floats import decode_nonfinite
+from controlplane.common.timeutil import iso
+from controlplane.master.db.models import Checkpoint, Experiment, Trial
+
+
+def pagination(offset: int, limit: int, total: int, count: int) -> dict:
+    return {"offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + count, "total": total}
+
+
+def experiment_json(exp: Experiment, username: str, trial_ids: list[int]) -> dict:
+    return {
+        "id": exp.id,
+        "name": exp.name,
+        "description": exp.description,
+        "labels": list(exp.labels or []),
+        "state": f"STATE_{exp.state}",
+        "archived": exp.archived,
+        "config": exp.config,
+        "originalConfig": exp.original_config,
+        "jobId": exp.job_id,
+        "numTrials": len(trial_ids),
+        "trialIds": trial_ids,
+        "projectId": 1,
+        "projectOwnerId": 1,
+        "workspaceId": 1,
+        "workspaceName": "Uncategorized",
+        "projectName": "Uncategorized",
+        "searcherType": exp.searcher_type,
+        "startTime": iso(exp.start_time),
+        "endTime": iso(exp.end_time),
+        "username": username,
+        "userId": exp.owner_id,
+        "progress": exp.progress,
+        "resourcePool": exp.resource_pool,
+        "notes": exp.notes,
+        "parentArchived": False,
+        "unmanaged": False,
+    }
+
+
+def _searcher_metric(exp_config: dict) -> tuple[str, bool]:
+    s = exp_config.get("searcher") or {}
+    return s.get("metric", ""), bool(s.get("smaller_is_better", True))
+
+
+def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = None,
+               latest_validation: dict | None = None) -> dict:
+    out = {
+        "id": trial.id,
+        "experimentId": trial.experiment_id,
+        "hparams": trial.hparams,
+        "restarts": trial.restarts,
+        "runId": trial.run_id,
+        "startTime": iso(trial.start_time),
+        "endTime": iso(trial.end_time),
+        "state": f"STATE_{trial.state}",
+        "totalBatchesProcessed": trial.total_batches,
+        "runnerState": trial.runner_state,
+        "taskId": trial.task_id,
+        "taskIds": [trial.task_id],
+        "searcherMetricValue": trial.searcher_metric_value,
+        "latestCheckpointUuid": trial.latest_checkpoint,
+        "seed": trial.seed,
+        "progress": trial.progress,
+    }
+    if best_validation is not None:
+        out["bestValidation"] = best_validation
+    if latest_validation is not None:
+        out["latestValidation"] = latest_validation
+    return out
+
+
+def metrics_summary(steps: int, avg: dict, report_time) -> dict:  # noqa: ANN001
+    return {"totalBatches": steps, "endTime": iso(report_time),
+            "metrics": {"avgMetrics": decode_for_wire(avg), "batchMetrics": None}, "numInputs": 0}
+
+
+def decode_for_wire(metrics: dict) -> dict:
+    """Stored non-finite markers stay strings on the wire (JSON has no NaN)."""
+    return metrics
+
+
+def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metrics: dict | None) -> dict:
+    training: dict = {}
+    if ckpt.trial_id is not None:
+        training = {
+            "trialId": ckpt.trial_id,
+            "experimentId": ckpt.experiment_id,
+            "experimentConfig": exp_config or {},
+            "hparams": None,
+            "trainingMetrics": {"avgMetrics": {}},
+            "validationMetrics": {"avgMetrics": validation_metrics or {}},
+            "searcherMetric": _searcher_value(exp_config, validation_metrics),
+        }
+    return {
+        "uuid": ckpt.uuid,
+        "taskId": ckpt.task_id,
+        "allocationId": ckpt.allocation_id,
+        "reportTime": iso(ckpt.report_time),
+        "resources": {k: str(v) for k, v in (ckpt.resources or {}).items()},
+        "metadata": ckpt.metadata_ or {},
+        "state": ckpt.state,
+        "training": training,
+        "storageId": None,
+    }
+
+
+def _searcher_value(exp_config: dict | None, validation_metrics: dict | None) -> float | None:
+    if not exp_config or not validation_metrics:
+        return None
+    name, _ = _searcher_metric(exp_config)
+    value = decode_nonfinite(validation_metrics.get(name))
+    return value if isinstance(value, (int, float)) else None

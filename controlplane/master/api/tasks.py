@@ -1,0 +1,48 @@
+"""Tasks: the context download a task starts with, and the task list `det slot list` reads."""
+
+from __future__ import annotations
+
+import base64
+
+from litestar import Request, get
+from sqlalchemy import select
+
+from controlplane.master.api.auth_guard import current_user, require_task, runtime_of, user_or_task
+from controlplane.master.db.models import Allocation, Experiment, Trial
+from controlplane.master.errors import NotFound
+from controlplane.state import allocation as A
+
+
+@get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory", tags=["tasks"])
+async def context_directory(request: Request, task_id: str) -> dict:
+    principal = await user_or_task(request)
+    require_task(principal, task_id)
+    async with runtime_of(request).sessions() as session:
+        blob = await session.scalar(
+            select(Experiment.model_definition).join(Trial, Trial.experiment_id == Experiment.id)
+            .where(Trial.task_id == task_id))
+    if blob is None:
+        raise NotFound(f"task {task_id} not found")
+    return {"b64Tgz": base64.b64encode(blob).decode()}
+
+
+@get("/api/v1/tasks", operation_id="GetTasks", tags=["tasks"])
+async def list_tasks(request: Request) -> dict:
+    await current_user(request)
+    async with runtime_of(request).sessions() as session:
+        rows = (await session.execute(
+            select(Allocation.id, Allocation.task_id, Allocation.agent_id, Allocation.slot_ids, Allocation.state)
+            .where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+    summary = {
+        alloc_id: {
+            "taskId": task_id, "allocationId": alloc_id, "name": f"Trial task {task_id}",
+            "resourcePool": "", "state": f"STATE_{state}",
+            "resources": [{"containerId": alloc_id, "agentDevices": {agent_id: {"devices": [
+                {"id": s} for s in (slot_ids or [])]}}}],
+        }
+        for alloc_id, task_id, agent_id, slot_ids, state in rows
+    }
+    return {"allocationIdToSummary": summary}
+
+
+ROUTES = [context_directory, list_tasks]

@@ -1,0 +1,211 @@
+"""SQLAlchemy models: the database is the truth for experiments, trials, allocations and agents.
+
+Schema changes go through an Alembic migration in ``migrations/versions``; the master applies
+them at start. Columns hold plain JSON; float metric values that JSON cannot carry (NaN, ±Inf)
+are stored as the strings "NaN", "Infinity", "-Infinity" (see ``controlplane.common.floats``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def _ts() -> Mapped[datetime]:
+    return mapped_column(DateTime(timezone=True))
+
+
+class ClusterInfo(Base):
+    """One row: the cluster's identity, created at first start."""
+
+    __tablename__ = "cluster_info"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = _ts()
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(255), unique=True)
+    # scrypt hash of the client-side password value (reference §1.1: sha512 of salt+password,
+    # or "" for an empty password); "salt$hash" in hex.
+    password_hash: Mapped[str] = mapped_column(String(512))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    display_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = _ts()
+
+
+class UserSession(Base):
+    __tablename__ = "user_sessions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the token
+    created_at: Mapped[datetime] = _ts()
+    expires_at: Mapped[datetime] = _ts()
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(512))
+    description: Mapped[str] = mapped_column(Text, default="")
+    labels: Mapped[list] = mapped_column(JSON, default=list)
+    state: Mapped[str] = mapped_column(String(32))  # controlplane.state.experiment.ExperimentState
+    config: Mapped[dict] = mapped_column(JSON)  # validated, defaults filled
+    original_config: Mapped[str] = mapped_column(Text)  # the YAML as submitted
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    searcher_type: Mapped[str] = mapped_column(String(32))
+    searcher_state: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    model_definition: Mapped[bytes] = mapped_column(LargeBinary)  # tar.gz of the context
+    context_hash: Mapped[str] = mapped_column(String(64))
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    job_id: Mapped[str] = mapped_column(String(64), unique=True)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    start_time: Mapped[datetime] = _ts()
+    end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    request_id: Mapped[str] = mapped_column(String(64))  # the searcher's id for this trial
+    task_id: Mapped[str] = mapped_column(String(128), unique=True)
+    hparams: Mapped[dict] = mapped_column(JSON)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(32))  # controlplane.state.trial.TrialState
+    restarts: Mapped[int] = mapped_column(Integer, default=0)  # failures that count against max_restarts
+    run_id: Mapped[int] = mapped_column(Integer, default=0)  # DET_TRIAL_RUN_ID: +1 per allocation
+    total_batches: Mapped[int] = mapped_column(BigInteger, default=0)  # highest steps_completed reported
+    latest_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    searcher_metric_value: Mapped[float | None] = mapped_column(Float, nullable=True)  # best so far
+    runner_state: Mapped[str] = mapped_column(String(64), default="")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    exit_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)  # early-exit reason
+    start_time: Mapped[datetime] = _ts()
+    end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Allocation(Base):
+    """One attempt to run a trial: queued, placed on an agent, run, ended."""
+
+    __tablename__ = "allocations"
+    id: Mapped[str] = mapped_column(String(160), primary_key=True)  # "<task_id>.<run_id>"
+    task_id: Mapped[str] = mapped_column(String(128), index=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(32))  # controlplane.state.allocation.AllocationState
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    slots_needed: Mapped[int] = mapped_column(Integer, default=1)
+    priority: Mapped[int] = mapped_column(Integer, default=42)
+    agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    slot_ids: Mapped[list] = mapped_column(JSON, default=list)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the session token
+    preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
+    preempt_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = _ts()
+    assigned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Agent(Base):
+    __tablename__ = "agents"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    resource_pool: Mapped[str] = mapped_column(String(255), default="default")
+    slots: Mapped[list] = mapped_column(JSON, default=list)  # [wire Slot as dict]
+    addresses: Mapped[list] = mapped_column(JSON, default=list)
+    version: Mapped[str] = mapped_column(String(64), default="")
+    connected: Mapped[bool] = mapped_column(Boolean, default=False)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    registered_at: Mapped[datetime] = _ts()
+    last_seen: Mapped[datetime] = _ts()
+
+
+class StateTransition(Base):
+    """Every state change of an experiment, trial or allocation, with time and reason."""
+
+    __tablename__ = "state_transitions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    entity: Mapped[str] = mapped_column(String(16))  # "experiment" | "trial" | "allocation"
+    entity_id: Mapped[str] = mapped_column(String(160))
+    from_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    to_state: Mapped[str] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[datetime] = _ts()
+
+    __table_args__ = (Index("ix_state_transitions_entity", "entity", "entity_id"),)
+
+
+class Metric(Base):
+    """One report: a group ("training", "validation", ...) at a step, as avgMetrics."""
+
+    __tablename__ = "metrics"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    trial_run_id: Mapped[int] = mapped_column(Integer, default=0)
+    group: Mapped[str] = mapped_column("metric_group", String(64))
+    steps_completed: Mapped[int] = mapped_column(BigInteger)
+    metrics: Mapped[dict] = mapped_column(JSON)  # avgMetrics
+    batch_metrics: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    report_time: Mapped[datetime] = _ts()
+
+    __table_args__ = (Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), index=True)
+    experiment_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    task_id: Mapped[str] = mapped_column(String(128), default="")
+    allocation_id: Mapped[str] = mapped_column(String(160), default="")
+    state: Mapped[str] = mapped_column(String(32))  # STATE_COMPLETED, STATE_DELETED, ...
+    steps_completed: Mapped[int] = mapped_column(BigInteger, default=0)
+    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
+    resources: Mapped[dict] = mapped_column(JSON, default=dict)  # relpath -> size in bytes
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    storage: Mapped[dict] = mapped_column(JSON, default=dict)  # checkpoint_storage config used
+    report_time: Mapped[datetime] = _ts()
+
+
+class TaskLog(Base):
+    __tablename__ = "task_logs"
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(128))
+    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    allocation_id: Mapped[str] = mapped_column(String(160), default="")
+    agent_id: Mapped[str] = mapped_column(String(255), default="")
+    rank_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stdtype: Mapped[str] = mapped_column(String(16), default="stdout")
+    level: Mapped[str] = mapped_column(String(32), default="LOG_LEVEL_INFO")
+    source: Mapped[str] = mapped_column(String(32), default="task")
+    timestamp: Mapped[datetime] = _ts()
+    log: Mapped[str] = mapped_column(Text)  # one line, ending in "\n"
+
+    __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),)

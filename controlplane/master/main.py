@@ -1,0 +1,53 @@
+"""det-master --config master.yaml: read the settings, build the app, serve it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="det-master", description="Run the controlplane master.")
+    parser.add_argument("--config", help="path to master.yaml")
+    parser.add_argument("--port", type=int, help="override the port of the config")
+    parser.add_argument("--data-dir", help="override data_dir of the config")
+    args = parser.parse_args(argv)
+
+    from controlplane.config.errors import ConfigError
+    from controlplane.master.settings import MasterSettings, load_settings
+
+    try:
+        if args.config:
+            settings = load_settings(args.config)
+        else:
+            from pathlib import Path
+
+            settings = MasterSettings(data_dir=Path(args.data_dir or Path.home() / ".local/share/controlplane/master"))
+    except ConfigError as e:
+        print(f"det-master: invalid config: {e}", file=sys.stderr)
+        return 2
+    if args.port:
+        settings.port = args.port
+    if args.data_dir:
+        from pathlib import Path
+
+        settings.data_dir = Path(args.data_dir)
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not settings.join_token:
+        logging.getLogger("controlplane.master").warning(
+            "no join token configured (security.join_token_file): agents cannot register")
+
+    import uvicorn
+
+    from controlplane.master.app import create_app
+
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+                ws_ping_interval=10, ws_ping_timeout=20, timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

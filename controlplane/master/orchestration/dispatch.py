@@ -1,0 +1,70 @@
+"""Builds the StartTask message for an allocation: the DET_* environment of reference §4.2."""
+
+from __future__ import annotations
+
+import json
+
+from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
+from controlplane.wire import agent_protocol as wire
+
+
+def trial_env(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, cluster_id: str,
+              latest: Checkpoint | None, token: str) -> dict[str, str]:
+    cfg = exp.config
+    env: dict[str, str] = {}
+    env_vars = (cfg.get("environment") or {}).get("environment_variables") or []
+    if isinstance(env_vars, dict):  # {cpu: [...], cuda: [...]}: pick by the slots we got
+        env_vars = env_vars.get("cpu", []) + []
+    for entry in env_vars:
+        key, _, value = str(entry).partition("=")
+        env[key] = value
+    env.update({
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_TASK_ID": trial.task_id,
+        "DET_ALLOCATION_ID": alloc.id,
+        "DET_SESSION_TOKEN": token,
+        "DET_RESOURCES_ID": alloc.id,
+        "DET_USER": owner,
+        "DET_TASK_TYPE": "TRIAL",
+        "DET_TRIAL_ID": str(trial.id),
+        "DET_EXPERIMENT_ID": str(exp.id),
+        "DET_TRIAL_RUN_ID": str(trial.run_id),
+        "DET_TRIAL_SEED": str(trial.seed),
+        "DET_HPARAMS": json.dumps(trial.hparams),
+        "DET_EXPERIMENT_CONFIG": json.dumps(cfg),
+        "DET_STEPS_COMPLETED": str(latest.steps_completed if latest else 0),
+    })
+    if latest is not None:
+        env["DET_LATEST_CHECKPOINT"] = latest.uuid
+    return env
+
+
+def trial_info(exp: Experiment, trial: Trial, latest: Checkpoint | None) -> dict:
+    """info/trial.json (reference §4.3)."""
+    return {
+        "trial_id": trial.id,
+        "experiment_id": exp.id,
+        "trial_seed": trial.seed,
+        "hparams": trial.hparams,
+        "config": exp.config,
+        "steps_completed": latest.steps_completed if latest else 0,
+        "trial_run_id": trial.run_id,
+        "debug": False,
+        "inter_node_network_interface": None,
+    }
+
+
+def start_message(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, cluster_id: str,
+                  latest: Checkpoint | None, token: str, kill_grace_s: float) -> wire.StartTask:
+    return wire.StartTask(
+        allocation_id=alloc.id,
+        task_id=trial.task_id,
+        task_type="TRIAL",
+        entrypoint=exp.config["entrypoint"],
+        env=trial_env(exp, trial, alloc, owner, cluster_id, latest, token),
+        slot_ids=list(alloc.slot_ids),
+        session_token=token,
+        context_hash=exp.context_hash,
+        trial_info=trial_info(exp, trial, latest),
+        kill_grace_seconds=kill_grace_s,
+    )

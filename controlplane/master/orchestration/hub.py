@@ -1,0 +1,52 @@
+"""Live agent connections. Memory only: after a master restart agents reconnect and re-register."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from controlplane.wire import agent_protocol as wire
+
+
+@dataclass
+class AgentConnection:
+    agent_id: str
+    pool: str
+    slots: list[wire.Slot]
+    outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    registered_at: float = field(default_factory=time.monotonic)
+    # Allocations the agent said it still ran when it (re)registered.
+    running_at_register: frozenset[str] = frozenset()
+
+    def send(self, msg: wire.MasterMessage) -> None:
+        self.outbox.put_nowait(msg)
+
+
+class AgentHub:
+    def __init__(self) -> None:
+        self.connections: dict[str, AgentConnection] = {}
+        # agent id -> monotonic time it went away (agents known from the DB start here too).
+        self.away_since: dict[str, float] = {}
+
+    def attach(self, conn: AgentConnection) -> AgentConnection | None:
+        """Adds a connection; returns the one it replaces (an agent that reconnected fast)."""
+        old = self.connections.get(conn.agent_id)
+        self.connections[conn.agent_id] = conn
+        self.away_since.pop(conn.agent_id, None)
+        return old
+
+    def detach(self, conn: AgentConnection) -> bool:
+        """Removes this connection if it is still the current one for its agent."""
+        if self.connections.get(conn.agent_id) is conn:
+            del self.connections[conn.agent_id]
+            self.away_since[conn.agent_id] = time.monotonic()
+            return True
+        return False
+
+    def send(self, agent_id: str, msg: wire.MasterMessage) -> bool:
+        conn = self.connections.get(agent_id)
+        if conn is None:
+            return False
+        conn.send(msg)
+        return True

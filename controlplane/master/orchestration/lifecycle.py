@@ -1,0 +1,82 @@
+"""Trial and allocation bookkeeping inside one DB transaction (no I/O beyond the session)."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import utcnow
+from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
+from controlplane.master.orchestration.transitions import move, record_initial
+from controlplane.master.services.auth import token_hash
+from controlplane.searchers.base import Create
+from controlplane.state import allocation as A
+from controlplane.state import trial as T
+
+LIVE_ALLOCATION_STATES = (A.PENDING, A.ASSIGNED, A.RUNNING)
+DEFAULT_PRIORITY = 42
+
+
+async def create_trial(session: AsyncSession, exp: Experiment, action: Create) -> Trial:
+    trial = Trial(
+        experiment_id=exp.id, request_id=action.request_id, task_id=f"{exp.id}.{uuid.uuid4()}",
+        hparams=action.hparams, seed=action.seed, state=T.QUEUED, restarts=0, run_id=0,
+        total_batches=0, start_time=utcnow(),
+    )
+    session.add(trial)
+    await session.flush()
+    record_initial(session, trial, f"created by the searcher (request {action.request_id})")
+    queue_allocation(session, exp, trial, "first run")
+    return trial
+
+
+def queue_allocation(session: AsyncSession, exp: Experiment, trial: Trial, reason: str) -> Allocation:
+    trial.run_id += 1
+    resources = exp.config.get("resources") or {}
+    alloc = Allocation(
+        id=f"{trial.task_id}.{trial.run_id}", task_id=trial.task_id, trial_id=trial.id, state=A.PENDING,
+        resource_pool=exp.resource_pool, slots_needed=int(resources.get("slots_per_trial", 1)),
+        priority=resources.get("priority") or DEFAULT_PRIORITY,
+        # Placeholder until placement mints the real token: nobody holds this one.
+        token_hash=token_hash(secrets.token_urlsafe(32)),
+        created_at=utcnow(),
+    )
+    session.add(alloc)
+    record_initial(session, alloc, reason)
+    return alloc
+
+
+def mint_token(alloc: Allocation) -> str:
+    token = secrets.token_urlsafe(32)
+    alloc.token_hash = token_hash(token)
+    return token
+
+
+async def live_allocation(session: AsyncSession, trial_id: int) -> Allocation | None:
+    return await session.scalar(
+        select(Allocation).where(Allocation.trial_id == trial_id, Allocation.state.in_(LIVE_ALLOCATION_STATES))
+    )
+
+
+def end_allocation(session: AsyncSession, alloc: Allocation, reason: str, exit_code: int | None = None) -> None:
+    alloc.exit_code = exit_code
+    alloc.exit_reason = reason
+    alloc.ended_at = utcnow()
+    move(session, alloc, A.TERMINATED, reason)
+
+
+async def latest_checkpoint(session: AsyncSession, trial: Trial) -> Checkpoint | None:
+    if not trial.latest_checkpoint:
+        return None
+    return await session.get(Checkpoint, trial.latest_checkpoint)
+
+
+def finish_trial(session: AsyncSession, trial: Trial, state: str, reason: str) -> None:
+    move(session, trial, state, reason)
+    if T.TRIAL.is_terminal(state):
+        trial.end_time = utcnow()
+        if state == T.COMPLETED:
+            trial.progress = 1.0

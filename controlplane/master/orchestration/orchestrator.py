@@ -1,0 +1,465 @@
+"""The reconciler: applies searcher actions and scheduler plans, reacts to agent events.
+
+Every change runs under one lock and one DB transaction, so two events never interleave
+half-way. Messages to agents are sent only after the transaction that justifies them commits
+(a crash in between leaves an ASSIGNED allocation the next tick or the agent's reconnect
+settles). The loop ticks on demand (``wake()``) and at least every half second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import aware, utcnow
+from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
+from controlplane.master.orchestration import lifecycle, searcher_runtime
+from controlplane.master.orchestration.dispatch import start_message
+from controlplane.master.orchestration.hub import AgentConnection
+from controlplane.master.orchestration.transitions import move
+from controlplane.master.runtime import MasterRuntime
+from controlplane.scheduler import fifo
+from controlplane.searchers.base import Create, Shutdown, Stop
+from controlplane.state import allocation as A
+from controlplane.state import experiment as E
+from controlplane.state import trial as T
+from controlplane.wire import agent_protocol as wire
+
+log = logging.getLogger("controlplane.orchestrator")
+
+TICK_S = 0.5
+# An agent that re-registers without an allocation it was running gets this long to deliver
+# the allocation's buffered exit before the allocation is declared lost.
+ORPHAN_GRACE_S = 5.0
+
+
+class Orchestrator:
+    def __init__(self, rt: MasterRuntime) -> None:
+        self.rt = rt
+        self.lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._outgoing: list[tuple[str, wire.MasterMessage]] = []
+
+    # ---- loop -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        async with self.rt.sessions.begin() as session:
+            # After a master restart no agent is connected yet: each gets the reconnect window.
+            for agent in (await session.scalars(select(Agent).where(Agent.connected.is_(True)))).all():
+                agent.connected = False
+            now = time.monotonic()
+            for agent_id in (await session.scalars(select(Allocation.agent_id).where(
+                    Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+                if agent_id:
+                    self.rt.hub.away_since.setdefault(agent_id, now)
+        self._task = asyncio.create_task(self._loop(), name="orchestrator")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), TICK_S)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one bad tick must not stop the master
+                log.exception("orchestrator tick failed")
+
+    async def tick(self) -> None:
+        async with self.transaction() as session:
+            await self._reap_lost_agents(session)
+            await self._reap_orphans(session)
+            await self._enforce_preemption_timeouts(session)
+            await self._schedule(session)
+
+    # ---- transactions and outgoing messages -------------------------------------------------
+
+    def _send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None:
+        self._outgoing.append((agent_id, msg))
+
+    class _Txn:
+        def __init__(self, orch: "Orchestrator") -> None:
+            self.orch = orch
+
+        async def __aenter__(self) -> AsyncSession:
+            await self.orch.lock.acquire()
+            self.orch._outgoing = []
+            self.cm = self.orch.rt.sessions.begin()
+            return await self.cm.__aenter__()
+
+        async def __aexit__(self, *exc) -> None:  # noqa: ANN002
+            try:
+                await self.cm.__aexit__(*exc)
+                if exc[0] is None:
+                    for agent_id, msg in self.orch._outgoing:
+                        self.orch.rt.hub.send(agent_id, msg)
+            finally:
+                self.orch._outgoing = []
+                self.orch.lock.release()
+
+    def transaction(self) -> "_Txn":
+        return Orchestrator._Txn(self)
+
+    # ---- experiments ------------------------------------------------------------------------
+
+    async def begin_experiment(self, session: AsyncSession, exp: Experiment) -> None:
+        """Called inside the create transaction: the searcher's first trials are created with it."""
+        searcher = searcher_runtime.load(exp)
+        await self._apply_actions(session, exp, searcher, searcher.initial_actions())
+
+    async def pause(self, exp_id: int) -> None:
+        async with self.transaction() as session:
+            exp = await self._experiment(session, exp_id)
+            if exp.state == E.PAUSED:
+                return
+            move(session, exp, E.PAUSED, "paused by a user")
+            for trial in await self._open_trials(session, exp.id):
+                await self._pause_trial(session, trial)
+        self.wake()
+
+    async def activate(self, exp_id: int) -> None:
+        async with self.transaction() as session:
+            exp = await self._experiment(session, exp_id)
+            if exp.state == E.ACTIVE:
+                return
+            move(session, exp, E.ACTIVE, "activated by a user")
+            if not searcher_runtime.started(exp):
+                await self.begin_experiment(session, exp)
+            for trial in await self._open_trials(session, exp.id):
+                if trial.state == T.PAUSED and await lifecycle.live_allocation(session, trial.id) is None:
+                    move(session, trial, T.QUEUED, "experiment activated")
+                    lifecycle.queue_allocation(session, exp, trial, "resumed after pause")
+        self.wake()
+
+    async def kill(self, exp_id: int) -> None:
+        async with self.transaction() as session:
+            exp = await self._experiment(session, exp_id)
+            if E.EXPERIMENT.is_terminal(exp.state) or exp.state == E.STOPPING_KILLED:
+                return
+            move(session, exp, E.STOPPING_KILLED, "killed by a user")
+            for trial in await self._open_trials(session, exp.id):
+                await self._kill_trial(session, trial, "killed by a user")
+            await self._maybe_finish(session, exp)
+        self.wake()
+
+    # ---- agent events -----------------------------------------------------------------------
+
+    async def agent_registered(self, conn: AgentConnection, reg: wire.Register) -> wire.Registered:
+        kill: list[str] = []
+        async with self.transaction() as session:
+            now = utcnow()
+            agent = await session.get(Agent, reg.agent_id)
+            if agent is None:
+                agent = Agent(id=reg.agent_id, registered_at=now)
+                session.add(agent)
+            agent.resource_pool = reg.pool
+            agent.slots = [{"id": s.id, "type": s.type, "brand": s.brand, "uuid": s.uuid} for s in reg.slots]
+            agent.addresses = list(reg.addresses)
+            agent.version = reg.version
+            agent.connected = True
+            agent.last_seen = now
+            for alloc_id in reg.running:
+                alloc = await session.get(Allocation, alloc_id)
+                if alloc is None or alloc.state == A.TERMINATED or alloc.agent_id != reg.agent_id:
+                    kill.append(alloc_id)
+                elif alloc.state == A.ASSIGNED:
+                    await self._mark_started(session, alloc, "running on the agent (seen at reconnect)")
+            old = self.rt.hub.attach(conn)
+            if old is not None:
+                old.outbox.put_nowait(None)  # stop the stale writer
+        log.info("agent %s registered: pool %s, %d slot(s), %d running", reg.agent_id, reg.pool,
+                 len(reg.slots), len(reg.running))
+        self.wake()
+        return wire.Registered(cluster_id=self.rt.cluster_id, kill=kill)
+
+    async def agent_disconnected(self, conn: AgentConnection) -> None:
+        if not self.rt.hub.detach(conn):
+            return
+        async with self.transaction() as session:
+            agent = await session.get(Agent, conn.agent_id)
+            if agent is not None:
+                agent.connected = False
+                agent.last_seen = utcnow()
+        log.warning("agent %s disconnected; it has %.0fs to come back", conn.agent_id,
+                    self.rt.settings.agent_reconnect_wait_s)
+
+    async def task_started(self, agent_id: str, msg: wire.TaskStarted) -> None:
+        async with self.transaction() as session:
+            alloc = await session.get(Allocation, msg.allocation_id)
+            if alloc is None or alloc.agent_id != agent_id or alloc.state != A.ASSIGNED:
+                return
+            await self._mark_started(session, alloc, f"process {msg.pid} started on {agent_id}")
+
+    async def task_exited(self, agent_id: str, msg: wire.TaskExited) -> None:
+        async with self.transaction() as session:
+            alloc = await session.get(Allocation, msg.allocation_id)
+            if alloc is None or alloc.agent_id != agent_id or alloc.state == A.TERMINATED:
+                return  # a repeat (sent again after a reconnect) or a stale allocation
+            await self._allocation_ended(session, alloc, msg.exit_code, msg.reason, agent_lost=False)
+        self.wake()
+
+    async def validation_reported(self, trial_id: int, metric: float, steps_completed: int) -> None:
+        async with self.transaction() as session:
+            trial = await session.get(Trial, trial_id)
+            if trial is None:
+                return
+            exp = await session.get(Experiment, trial.experiment_id)
+            if E.EXPERIMENT.is_terminal(exp.state):
+                return
+            searcher = searcher_runtime.load(exp)
+            await self._apply_actions(session, exp, searcher,
+                                      searcher.on_validation(trial.request_id, metric, steps_completed))
+
+    # ---- internals --------------------------------------------------------------------------
+
+    async def _experiment(self, session: AsyncSession, exp_id: int) -> Experiment:
+        exp = await session.get(Experiment, exp_id, with_for_update=not self._sqlite)
+        if exp is None:
+            from controlplane.master.errors import NotFound
+
+            raise NotFound(f"experiment {exp_id} not found")
+        return exp
+
+    @property
+    def _sqlite(self) -> bool:
+        return self.rt.engine.dialect.name == "sqlite"
+
+    async def _open_trials(self, session: AsyncSession, exp_id: int) -> list[Trial]:
+        terminal = tuple(T.TRIAL.terminal)
+        return list((await session.scalars(
+            select(Trial).where(Trial.experiment_id == exp_id, Trial.state.not_in(terminal)).order_by(Trial.id)
+        )).all())
+
+    async def _mark_started(self, session: AsyncSession, alloc: Allocation, reason: str) -> None:
+        move(session, alloc, A.RUNNING, reason)
+        alloc.started_at = utcnow()
+        trial = await session.get(Trial, alloc.trial_id)
+        if trial is not None and trial.state == T.QUEUED:
+            move(session, trial, T.RUNNING, "its allocation started")
+
+    async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher, actions) -> None:  # noqa: ANN001
+        shutdown = failure = None
+        for action in actions:
+            if isinstance(action, Create):
+                await lifecycle.create_trial(session, exp, action)
+            elif isinstance(action, Stop):
+                trial = await session.scalar(select(Trial).where(
+                    Trial.experiment_id == exp.id, Trial.request_id == action.request_id))
+                if trial is not None and not T.TRIAL.is_terminal(trial.state):
+                    await self._stop_trial(session, trial)
+            elif isinstance(action, Shutdown):
+                shutdown, failure = True, action.failure
+        searcher_runtime.save(exp, searcher, shutdown=shutdown, failure=failure)
+        exp.progress = searcher.progress()
+
+    async def _pause_trial(self, session: AsyncSession, trial: Trial) -> None:
+        alloc = await lifecycle.live_allocation(session, trial.id)
+        if trial.state == T.QUEUED:
+            move(session, trial, T.PAUSED, "experiment paused")
+            if alloc is not None and alloc.state == A.PENDING:
+                lifecycle.end_allocation(session, alloc, "experiment paused before it was placed")
+            elif alloc is not None:
+                self._request_preemption(alloc, "experiment paused")
+        elif trial.state == T.RUNNING:
+            move(session, trial, T.PAUSED, "experiment paused")
+            if alloc is not None:
+                self._request_preemption(alloc, "experiment paused")
+
+    async def _stop_trial(self, session: AsyncSession, trial: Trial) -> None:
+        alloc = await lifecycle.live_allocation(session, trial.id)
+        if trial.state in (T.QUEUED, T.PAUSED) and (alloc is None or alloc.state == A.PENDING):
+            if alloc is not None:
+                lifecycle.end_allocation(session, alloc, "stopped by the searcher before it ran")
+            lifecycle.finish_trial(session, trial, T.CANCELED, "stopped by the searcher before it ran")
+        elif trial.state == T.RUNNING:
+            move(session, trial, T.STOPPING_COMPLETED, "stopped early by the searcher")
+            if alloc is not None:
+                self._request_preemption(alloc, "stopped early by the searcher")
+
+    async def _kill_trial(self, session: AsyncSession, trial: Trial, reason: str) -> None:
+        alloc = await lifecycle.live_allocation(session, trial.id)
+        if alloc is None or alloc.state == A.PENDING:
+            if alloc is not None:
+                lifecycle.end_allocation(session, alloc, reason)
+            lifecycle.finish_trial(session, trial, T.CANCELED, reason)
+            return
+        move(session, trial, T.STOPPING_KILLED, reason)
+        self._send_after_commit(alloc.agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+
+    def _request_preemption(self, alloc: Allocation, reason: str) -> None:
+        if not alloc.preempt_requested:
+            alloc.preempt_requested = True
+            alloc.preempt_requested_at = utcnow()
+            log.info("preempting %s: %s", alloc.id, reason)
+        self.rt.notifier.notify(("preempt", alloc.id))
+
+    async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
+                                reason: str, *, agent_lost: bool) -> None:
+        lifecycle.end_allocation(session, alloc, reason or ("agent lost" if agent_lost else "exited"), exit_code)
+        self.rt.notifier.notify(("preempt", alloc.id))
+        trial = await session.get(Trial, alloc.trial_id)
+        if trial is None:
+            return
+        exp = await session.get(Experiment, trial.experiment_id)
+        cfg_max_restarts = int(exp.config.get("max_restarts", 5))
+        outcome: str | None = None
+        if trial.state == T.STOPPING_KILLED:
+            lifecycle.finish_trial(session, trial, T.CANCELED, "its process stopped after a kill")
+            outcome = "canceled"
+        elif trial.state == T.STOPPING_COMPLETED:
+            lifecycle.finish_trial(session, trial, T.COMPLETED, "stopped early by the searcher")
+            outcome = "completed"
+        elif trial.state == T.PAUSED:
+            if exit_code == 0 and not alloc.preempt_acked and not agent_lost:
+                lifecycle.finish_trial(session, trial, T.COMPLETED, "finished before it saw the pause")
+                outcome = "completed"
+            elif exp.state == E.ACTIVE:  # activated again while it was winding down
+                move(session, trial, T.QUEUED, "experiment active again")
+                lifecycle.queue_allocation(session, exp, trial, "resumed after pause")
+        elif trial.state in (T.RUNNING, T.QUEUED):
+            if agent_lost:
+                if trial.state == T.RUNNING:
+                    move(session, trial, T.QUEUED, f"agent {alloc.agent_id} lost; resumes from its checkpoint")
+                lifecycle.queue_allocation(session, exp, trial, "agent lost")
+            elif exit_code == 0 and alloc.preempt_acked:
+                if trial.state == T.RUNNING:
+                    move(session, trial, T.QUEUED, "preempted; resumes from its checkpoint")
+                lifecycle.queue_allocation(session, exp, trial, "preempted")
+            elif exit_code == 0:
+                if trial.state == T.QUEUED:
+                    move(session, trial, T.RUNNING, "its allocation ran")
+                lifecycle.finish_trial(session, trial, T.COMPLETED, "its process exited 0")
+                outcome = "completed"
+            else:
+                trial.restarts += 1
+                why = f"exit code {exit_code}" if exit_code is not None else (reason or "failed to start")
+                if trial.restarts > cfg_max_restarts:
+                    if trial.state == T.QUEUED:
+                        move(session, trial, T.RUNNING, "its allocation ran")
+                    lifecycle.finish_trial(session, trial, T.ERROR,
+                                           f"{why}; failed {trial.restarts} times (max_restarts {cfg_max_restarts})")
+                    outcome = "errored"
+                else:
+                    if trial.state == T.RUNNING:
+                        move(session, trial, T.QUEUED, f"{why}; restart {trial.restarts} of {cfg_max_restarts}")
+                    lifecycle.queue_allocation(session, exp, trial, f"restart after {why}")
+        if outcome is not None and exp.state not in (E.STOPPING_KILLED,) and not E.EXPERIMENT.is_terminal(exp.state):
+            searcher = searcher_runtime.load(exp)
+            await self._apply_actions(session, exp, searcher, searcher.on_trial_exited(trial.request_id, outcome))
+        await self._maybe_finish(session, exp)
+
+    async def _maybe_finish(self, session: AsyncSession, exp: Experiment) -> None:
+        if E.EXPERIMENT.is_terminal(exp.state):
+            return
+        if await self._open_trials(session, exp.id):
+            if exp.state == E.ACTIVE and searcher_runtime.is_shut_down(exp):
+                move(session, exp, E.STOPPING_COMPLETED, "the searcher is done; the last trials are finishing")
+            return
+        if exp.state == E.STOPPING_KILLED or (exp.state == E.PAUSED and not searcher_runtime.started(exp)):
+            final, why = E.CANCELED, "every trial has stopped after a kill"
+        elif exp.state == E.STOPPING_ERROR:
+            final, why = E.ERROR, "every trial has stopped"
+        elif searcher_runtime.is_shut_down(exp) and exp.state in (E.ACTIVE, E.STOPPING_COMPLETED):
+            if searcher_runtime.shut_down_with_failure(exp):
+                final, why = E.ERROR, "no trial completed"
+            else:
+                final, why = E.COMPLETED, "the searcher is done and every trial has finished"
+        else:
+            return
+        move(session, exp, final, why)
+        exp.end_time = utcnow()
+        if final == E.COMPLETED:
+            exp.progress = 1.0
+
+    async def _reap_lost_agents(self, session: AsyncSession) -> None:
+        wait = self.rt.settings.agent_reconnect_wait_s
+        now = time.monotonic()
+        lost = [a for a, since in self.rt.hub.away_since.items() if now - since > wait]
+        for agent_id in lost:
+            del self.rt.hub.away_since[agent_id]
+            allocs = (await session.scalars(select(Allocation).where(
+                Allocation.agent_id == agent_id, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+            if allocs:
+                log.warning("agent %s stayed away past %.0fs: re-queueing %d allocation(s)", agent_id, wait, len(allocs))
+            for alloc in allocs:
+                await self._allocation_ended(session, alloc, None, f"agent {agent_id} lost", agent_lost=True)
+
+    async def _reap_orphans(self, session: AsyncSession) -> None:
+        """Allocations an agent should run but did not list when it re-registered."""
+        now = time.monotonic()
+        for conn in list(self.rt.hub.connections.values()):
+            if now - conn.registered_at < ORPHAN_GRACE_S:
+                continue
+            allocs = (await session.scalars(select(Allocation).where(
+                Allocation.agent_id == conn.agent_id, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+            for alloc in allocs:
+                assigned = aware(alloc.assigned_at)
+                registered_wall = utcnow() - timedelta(seconds=now - conn.registered_at)
+                if assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register:
+                    await self._allocation_ended(session, alloc, None,
+                                                 f"agent {conn.agent_id} restarted without it", agent_lost=True)
+
+    async def _enforce_preemption_timeouts(self, session: AsyncSession) -> None:
+        deadline = utcnow() - timedelta(seconds=self.rt.settings.preemption_timeout_s)
+        allocs = (await session.scalars(select(Allocation).where(
+            Allocation.preempt_requested.is_(True), Allocation.state.in_((A.ASSIGNED, A.RUNNING)),
+            Allocation.preempt_requested_at < deadline))).all()
+        for alloc in allocs:
+            log.warning("allocation %s ignored its preemption signal: killing it", alloc.id)
+            alloc.preempt_requested_at = utcnow()  # do not resend every tick
+            self._send_after_commit(alloc.agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+
+    async def _schedule(self, session: AsyncSession) -> None:
+        pending_rows = (await session.scalars(select(Allocation).where(Allocation.state == A.PENDING)
+                                              .order_by(Allocation.created_at, Allocation.id))).all()
+        if not pending_rows:
+            return
+        used: dict[str, set[int]] = {}
+        for agent_id, slot_ids in (await session.execute(select(Allocation.agent_id, Allocation.slot_ids).where(
+                Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+            used.setdefault(agent_id, set()).update(slot_ids or [])
+        flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
+        agents = [
+            fifo.AgentSnapshot(
+                agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
+                used_slot_ids=frozenset(used.get(c.agent_id, ())),
+                schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
+            )
+            for c in self.rt.hub.connections.values()
+        ]
+        pending = [fifo.PendingRequest(a.id, a.resource_pool, a.slots_needed) for a in pending_rows]
+        by_id = {a.id: a for a in pending_rows}
+        for placement in fifo.plan(pending, agents):
+            alloc = by_id[placement.allocation_id]
+            trial = await session.get(Trial, alloc.trial_id)
+            exp = await session.get(Experiment, trial.experiment_id)
+            owner = await session.scalar(select(User.username).where(User.id == exp.owner_id))
+            latest = await lifecycle.latest_checkpoint(session, trial)
+            alloc.agent_id = placement.agent_id
+            alloc.slot_ids = list(placement.slot_ids)
+            alloc.assigned_at = utcnow()
+            token = lifecycle.mint_token(alloc)
+            move(session, alloc, A.ASSIGNED, f"placed on {placement.agent_id} slots {list(placement.slot_ids)}")
+            self._send_after_commit(placement.agent_id, start_message(
+                exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
+                self.rt.settings.kill_grace_s))

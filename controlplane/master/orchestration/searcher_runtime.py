@@ -1,0 +1,38 @@
+"""Runs an experiment's searcher: its snapshot lives in experiments.searcher_state."""
+
+from __future__ import annotations
+
+from controlplane.config.experiment import parse_experiment_config
+from controlplane.master.db.models import Experiment
+from controlplane.searchers.base import Searcher, make_searcher
+
+
+def load(exp: Experiment) -> Searcher:
+    cfg = parse_experiment_config(exp.config)
+    fresh = make_searcher(cfg)
+    state = exp.searcher_state or {}
+    if "searcher" in state:
+        return type(fresh).restore(cfg, state["searcher"])
+    return fresh
+
+
+def save(exp: Experiment, searcher: Searcher, *, shutdown: bool | None = None, failure: bool | None = None) -> None:
+    state = dict(exp.searcher_state or {})
+    state["searcher"] = searcher.snapshot()
+    if shutdown is not None:
+        state["shutdown"] = shutdown
+    if failure is not None:
+        state["failure"] = failure
+    exp.searcher_state = state  # reassign so SQLAlchemy sees the change
+
+
+def is_shut_down(exp: Experiment) -> bool:
+    return bool((exp.searcher_state or {}).get("shutdown"))
+
+
+def shut_down_with_failure(exp: Experiment) -> bool:
+    return bool((exp.searcher_state or {}).get("failure"))
+
+
+def started(exp: Experiment) -> bool:
+    return "searcher" in (exp.searcher_state or {})

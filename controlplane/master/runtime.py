@@ -1,0 +1,49 @@
+"""What one running master holds in memory: caches a restart rebuilds, never truth."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+
+from controlplane.master.settings import MasterSettings
+
+if TYPE_CHECKING:
+    from controlplane.master.orchestration.hub import AgentHub
+    from controlplane.master.orchestration.orchestrator import Orchestrator
+
+
+class Notifier:
+    """Wakes long-polls and log followers: one asyncio.Condition-like event per key."""
+
+    def __init__(self) -> None:
+        self._events: dict[object, asyncio.Event] = {}
+
+    def notify(self, key: object) -> None:
+        ev = self._events.pop(key, None)
+        if ev is not None:
+            ev.set()
+
+    async def wait(self, key: object, timeout: float) -> bool:
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = asyncio.Event()
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+
+@dataclass
+class MasterRuntime:
+    settings: MasterSettings
+    engine: AsyncEngine
+    sessions: async_sessionmaker
+    cluster_id: str = ""
+    master_id: str = ""
+    notifier: Notifier = field(default_factory=Notifier)
+    hub: "AgentHub | None" = None
+    orchestrator: "Orchestrator | None" = None

@@ -1,0 +1,111 @@
+"""Master settings, read from master.yaml by ``det-master --config`` and passed to create_app.
+
+Nothing here is read at import time; tests build MasterSettings directly.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controlplane.config.errors import ConfigError
+
+
+@dataclass
+class MasterSettings:
+    data_dir: Path
+    db_url: str = ""  # default: SQLite file in data_dir
+    host: str = "127.0.0.1"
+    port: int = 8080
+    join_token: str = ""  # agents must present it; empty only in tests that say so
+    cluster_name: str = "controlplane"
+    checkpoint_storage: dict[str, Any] = field(default_factory=dict)
+    # An agent away longer than this loses its allocations (re-queued without spending restarts).
+    agent_reconnect_wait_s: float = 25.0
+    kill_grace_s: float = 10.0
+    # A paused or preempted trial that has not exited this long after the signal is killed.
+    preemption_timeout_s: float = 60.0
+    # Pools the master knows; agents of other pools are refused.
+    resource_pools: list[dict[str, Any]] = field(default_factory=lambda: [{"pool_name": "default"}])
+    default_resource_pool: str = "default"
+    log_level: str = "INFO"
+
+    def resolved_db_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.data_dir / 'master.db'}"
+
+    def default_checkpoint_storage(self) -> dict[str, Any]:
+        if self.checkpoint_storage:
+            return dict(self.checkpoint_storage)
+        return {"type": "shared_fs", "host_path": str(self.data_dir / "checkpoints")}
+
+
+def _read_join_token(path: Path) -> str:
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError("security.join_token_file", f"{path} must not be readable by others (chmod 600)")
+    return path.read_text().strip()
+
+
+def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
+    """Read master.yaml; errors name the field."""
+    from controlplane.config.yaml_io import load_yaml
+
+    p = Path(path)
+    try:
+        raw = load_yaml(p.read_text(), source=str(p))
+    except OSError as e:
+        raise ConfigError("", f"cannot read {p}: {e.strerror}") from e
+    data_dir = Path(raw.get("data_dir") or Path.home() / ".local/share/controlplane/master").expanduser()
+    db = raw.get("db") or {}
+    if not isinstance(db, dict):
+        raise ConfigError("db", "must be a mapping with a 'url'")
+    security = raw.get("security") or {}
+    join_token = security.get("join_token", "") or ""
+    if security.get("join_token_file"):
+        join_token = _read_join_token(Path(security["join_token_file"]).expanduser())
+    port = raw.get("port", 8080)
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise ConfigError("port", f"must be an integer in 1..65535, got {port!r}")
+    pools = raw.get("resource_pools") or [{"pool_name": "default"}]
+    if not isinstance(pools, list) or not all(isinstance(x, dict) and x.get("pool_name") for x in pools):
+        raise ConfigError("resource_pools", "must be a list of mappings, each with a pool_name")
+    settings = MasterSettings(
+        data_dir=data_dir,
+        db_url=str(db.get("url", "")),
+        host=str(raw.get("host", "127.0.0.1")),
+        port=port,
+        join_token=join_token,
+        cluster_name=str(raw.get("cluster_name", "controlplane")),
+        checkpoint_storage=dict(raw.get("checkpoint_storage") or {}),
+        resource_pools=pools,
+        default_resource_pool=str(raw.get("default_compute_pool", pools[0]["pool_name"])),
+        log_level=str(raw.get("log_level", "INFO")),
+    )
+    for key, attr in (
+        ("agent_reconnect_wait", "agent_reconnect_wait_s"),
+        ("kill_grace_period", "kill_grace_s"),
+        ("preemption_timeout", "preemption_timeout_s"),
+    ):
+        if key in raw:
+            setattr(settings, attr, parse_duration(raw[key], key))
+    return settings
+
+
+def parse_duration(value: Any, field_name: str) -> float:
+    """'30s', '10m', '1h' or a number of seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+        for suffix in ("ms", "s", "m", "h"):
+            if value.endswith(suffix):
+                try:
+                    return float(value[: -len(suffix)]) * units[suffix]
+                except ValueError:
+                    break
+    raise ConfigError(field_name, f"must be a duration like '30s' or '10m', got {value!r}")

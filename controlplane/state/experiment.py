@@ -1,0 +1,41 @@
+"""Experiment states (names as in Determined's experimentv1State, without the STATE_ prefix)."""
+
+from controlplane.state.machine import StateMachine
+
+ACTIVE = "ACTIVE"
+PAUSED = "PAUSED"
+STOPPING_KILLED = "STOPPING_KILLED"
+STOPPING_COMPLETED = "STOPPING_COMPLETED"
+STOPPING_ERROR = "STOPPING_ERROR"
+COMPLETED = "COMPLETED"
+CANCELED = "CANCELED"
+ERROR = "ERROR"
+
+EXPERIMENT = StateMachine(
+    "experiment",
+    {
+        ACTIVE: {
+            PAUSED: "a user paused it: its trials checkpoint and stop",
+            STOPPING_KILLED: "a user killed it while trials run",
+            STOPPING_COMPLETED: "the searcher is done; the last trials are finishing",
+            STOPPING_ERROR: "a trial failed past max_restarts; the others are stopping",
+            COMPLETED: "the searcher is done and every trial is terminal",
+            CANCELED: "killed with no trial running",
+            ERROR: "failed with no trial running",
+        },
+        PAUSED: {
+            ACTIVE: "a user activated it",
+            STOPPING_KILLED: "killed while trials were still winding down",
+            CANCELED: "killed while paused",
+        },
+        STOPPING_KILLED: {CANCELED: "every trial has stopped"},
+        STOPPING_COMPLETED: {
+            COMPLETED: "every trial has finished",
+            STOPPING_KILLED: "killed while the last trials finished",
+            STOPPING_ERROR: "a finishing trial failed past max_restarts",
+            ERROR: "a finishing trial failed past max_restarts and nothing else runs",
+        },
+        STOPPING_ERROR: {ERROR: "every trial has stopped", STOPPING_KILLED: "killed while stopping"},
+    },
+    terminal={COMPLETED, CANCELED, ERROR},
+)

@@ -1,0 +1,41 @@
+"""Trial states. QUEUED and RUNNING are stored, so the API's trialv1State needs no derivation."""
+
+from controlplane.state.machine import StateMachine
+
+QUEUED = "QUEUED"
+RUNNING = "RUNNING"
+PAUSED = "PAUSED"
+STOPPING_KILLED = "STOPPING_KILLED"
+STOPPING_COMPLETED = "STOPPING_COMPLETED"
+COMPLETED = "COMPLETED"
+CANCELED = "CANCELED"
+ERROR = "ERROR"
+
+TRIAL = StateMachine(
+    "trial",
+    {
+        QUEUED: {
+            RUNNING: "its allocation started on an agent",
+            PAUSED: "the experiment was paused before it ran",
+            CANCELED: "killed, or stopped by the searcher, before it ran",
+            ERROR: "its allocation could not start past max_restarts",
+        },
+        RUNNING: {
+            QUEUED: "it exited early (failure within max_restarts, agent lost, preempted) and waits to resume",
+            PAUSED: "the experiment was paused: it checkpoints and exits",
+            STOPPING_KILLED: "killed: its process is being stopped",
+            STOPPING_COMPLETED: "the searcher stopped it: it checkpoints and exits",
+            COMPLETED: "its process exited 0",
+            ERROR: "it failed more than max_restarts times",
+        },
+        PAUSED: {
+            QUEUED: "the experiment was activated",
+            CANCELED: "killed while paused",
+            STOPPING_KILLED: "killed while its process was still winding down",
+            COMPLETED: "its process finished its work before it saw the pause",
+        },
+        STOPPING_KILLED: {CANCELED: "its process has exited"},
+        STOPPING_COMPLETED: {COMPLETED: "its process has exited", STOPPING_KILLED: "killed while stopping"},
+    },
+    terminal={COMPLETED, CANCELED, ERROR},
+)

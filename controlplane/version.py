@@ -1,0 +1,3 @@
+"""The platform's version, reported by /info. PEP 440: the Determined client parses it."""
+
+__version__ = "0.38.1"

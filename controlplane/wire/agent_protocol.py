@@ -1,0 +1,117 @@
+"""Messages between the master and its agents over the agent WebSocket.
+
+The agent connects to ``GET /agents/ws`` (WebSocket) with the header
+``Authorization: Bearer <join token>``. The master closes a connection with a bad token
+with code 4401 before reading anything. Every frame is one JSON object whose ``type``
+field names the message; both sides decode with :func:`decode` and encode with
+:func:`encode`.
+
+Sequence:
+  agent  -> Register            (first frame, also after every reconnect)
+  master -> Registered          (or closes with 4401 / 4400)
+  master -> StartTask / KillTask
+  agent  -> TaskStarted, TaskLogs (batches), TaskExited
+Keep-alive is WebSocket ping/pong (the agent pings; both libraries answer pings).
+
+An agent that reconnects lists the allocations it still runs in ``Register.running``;
+messages it could not send while away (logs, exits) are sent after ``Registered``.
+The master treats a repeated TaskExited for the same allocation as a no-op.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+
+class Slot(msgspec.Struct, frozen=True):
+    id: int
+    type: str  # "cuda" or "cpu"
+    brand: str = ""
+    uuid: str = ""
+
+
+class Register(msgspec.Struct, tag="register", tag_field="type"):
+    agent_id: str
+    slots: list[Slot]
+    pool: str = "default"
+    version: str = ""
+    addresses: list[str] = []
+    running: list[str] = []  # allocation ids still running on the agent
+    protocol: int = PROTOCOL_VERSION
+
+
+class Registered(msgspec.Struct, tag="registered", tag_field="type"):
+    cluster_id: str
+    # Allocations the master no longer wants (killed or reassigned while the agent was away).
+    kill: list[str] = []
+
+
+class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
+    allocation_id: str
+    task_id: str
+    task_type: str  # "TRIAL"
+    entrypoint: str | list[str]
+    # DET_* variables of reference/determined-api.md §4.2 that the master knows, plus the
+    # experiment's environment.environment_variables. The agent adds DET_MASTER,
+    # DET_AGENT_ID, DET_SLOT_IDS, DET_CONTAINER_ID and CUDA_VISIBLE_DEVICES.
+    env: dict[str, str]
+    slot_ids: list[int]
+    session_token: str
+    # Cache key of the model definition; the agent downloads the context through
+    # GET /api/v1/tasks/{task_id}/context_directory (allocation token) when it has no copy.
+    context_hash: str = ""
+    # Content of info/trial.json (reference §4.3); None for non-trial tasks.
+    trial_info: dict | None = None
+    kill_grace_seconds: float = 10.0
+
+
+class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):
+    allocation_id: str
+    grace_seconds: float = 10.0
+
+
+class TaskStarted(msgspec.Struct, tag="task_started", tag_field="type"):
+    allocation_id: str
+    pid: int
+    started_at: float  # unix seconds, agent clock
+
+
+class LogLine(msgspec.Struct, frozen=True):
+    timestamp: float  # unix seconds
+    message: str  # the line as printed, without the trailing newline, "[rank=N] " kept
+    stdtype: str = "stdout"  # or "stderr"
+    rank: int | None = None
+    level: str | None = None  # LOG_LEVEL_* when the line carries one
+
+
+class TaskLogs(msgspec.Struct, tag="task_logs", tag_field="type"):
+    allocation_id: str
+    lines: list[LogLine]
+
+
+class TaskExited(msgspec.Struct, tag="task_exited", tag_field="type"):
+    allocation_id: str
+    exit_code: int | None  # None when the process could not be started
+    reason: str = ""  # e.g. "killed", "failed to start: ...", "startup-hook failed"
+
+
+AgentMessage = Register | TaskStarted | TaskLogs | TaskExited
+MasterMessage = Registered | StartTask | KillTask
+
+_agent_decoder = msgspec.json.Decoder(AgentMessage)
+_master_decoder = msgspec.json.Decoder(MasterMessage)
+_encoder = msgspec.json.Encoder()
+
+
+def encode(msg: AgentMessage | MasterMessage) -> bytes:
+    return _encoder.encode(msg)
+
+
+def decode_from_agent(data: bytes | str) -> AgentMessage:
+    return _agent_decoder.decode(data)
+
+
+def decode_from_master(data: bytes | str) -> MasterMessage:
+    return _master_decoder.decode(data)
