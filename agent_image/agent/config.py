@@ -1,0 +1,86 @@
+"""Command-line configuration of ``det-agent``.
+
+Kept apart from the runtime so that flag parsing (and the token-file rule) can be tested
+without starting an event loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    master_url: str
+    join_token: str
+    agent_id: str
+    slots: int | None
+    slot_type: str  # "auto", "cpu" or "cuda"
+    pool: str
+    work_dir: Path
+    log_level: str
+
+    @property
+    def ws_url(self) -> str:
+        """The agent WebSocket URL: http→ws, https→wss, plus ``/agents/ws``."""
+        url = self.master_url.rstrip("/")
+        if url.startswith("https://"):
+            url = "wss://" + url[len("https://") :]
+        elif url.startswith("http://"):
+            url = "ws://" + url[len("http://") :]
+        elif not url.startswith(("ws://", "wss://")):
+            url = "ws://" + url
+        return url + "/agents/ws"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="det-agent", description="Control-plane agent: runs tasks for the master.")
+    p.add_argument("--master", required=True, help="master URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--join-token", default=None, help="join token (or env DET_AGENT_JOIN_TOKEN)")
+    p.add_argument("--join-token-file", default=None, help="file holding the join token")
+    p.add_argument("--agent-id", default=None, help="agent id (default: hostname)")
+    p.add_argument("--slots", type=int, default=None, help="number of artificial CPU slots when no GPU is found")
+    p.add_argument(
+        "--slot-type",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="auto: GPUs from nvidia-smi, else CPU slots; cpu: never probe GPUs",
+    )
+    p.add_argument("--pool", default="default", help="resource pool name")
+    p.add_argument("--work-dir", default=None, help="default ~/.local/share/controlplane-agent/<agent id>")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    return p
+
+
+def _read_token(args: argparse.Namespace) -> str:
+    if args.join_token_file:
+        return Path(args.join_token_file).read_text().strip()
+    if args.join_token:
+        return str(args.join_token)
+    return os.environ.get("DET_AGENT_JOIN_TOKEN", "")
+
+
+def parse_config(argv: list[str] | None = None) -> AgentConfig:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    token = _read_token(args)
+    if not token:
+        parser.error("a join token is required (--join-token or --join-token-file)")
+    if args.slots is not None and args.slots < 0:
+        parser.error("--slots must be >= 0")
+    agent_id = args.agent_id or socket.gethostname()
+    work_dir = Path(args.work_dir) if args.work_dir else Path.home() / ".local/share/controlplane-agent" / agent_id
+    return AgentConfig(
+        master_url=args.master.rstrip("/"),
+        join_token=token,
+        agent_id=agent_id,
+        slots=args.slots,
+        slot_type=args.slot_type,
+        pool=args.pool,
+        work_dir=work_dir.expanduser().resolve(),
+        log_level=str(args.log_level).upper(),
+    )

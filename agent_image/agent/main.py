@@ -1,0 +1,90 @@
+"""Entry point of ``det-agent``: parse flags, detect slots, serve the master until told to stop.
+
+Exit codes: 0 after SIGTERM/SIGINT (tasks killed first), 2 when the master rejects the join
+token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from .addresses import local_addresses
+from .config import AgentConfig, parse_config
+from .connection import Connection
+from .outbox import Outbox
+from .slots import detect_slots
+from .tasks import TaskRunner
+
+log = logging.getLogger("det-agent")
+
+SHUTDOWN_KILL_MAX = 10.0
+SHUTDOWN_FLUSH = 3.0
+
+
+async def run_agent(cfg: AgentConfig) -> int:
+    slots = detect_slots(cfg.slots, cfg.slot_type)
+    log.info("agent %s: %d %s slot(s), pool %s", cfg.agent_id, len(slots), slots[0].type if slots else "-", cfg.pool)
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    outbox = Outbox()
+    conn: Connection | None = None
+    runner = TaskRunner(
+        master_url=cfg.master_url,
+        agent_id=cfg.agent_id,
+        work_dir=cfg.work_dir,
+        slots=slots,
+        outbox=outbox,
+        cluster_id=lambda: conn.cluster_id if conn else "",
+    )
+    conn = Connection(
+        ws_url=cfg.ws_url,
+        join_token=cfg.join_token,
+        agent_id=cfg.agent_id,
+        pool=cfg.pool,
+        slots=slots,
+        addresses=local_addresses(),
+        outbox=outbox,
+        runner=runner,
+    )
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    conn_task = asyncio.create_task(conn.run(), name="connection")
+    stop_task = asyncio.create_task(stop.wait(), name="stop")
+    done, _ = await asyncio.wait({conn_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    rc = 0
+    if conn_task in done:
+        rc = conn_task.result()
+    else:
+        log.info("stopping: killing %d task(s)", len(runner.running_ids()))
+    await runner.kill_all(SHUTDOWN_KILL_MAX)
+    if not conn_task.done() and conn.connected.is_set():
+        await outbox.wait_empty(SHUTDOWN_FLUSH)
+    for t in (conn_task, stop_task):
+        t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await t
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(argv)
+    logging.basicConfig(
+        level=getattr(logging, cfg.log_level, logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
+    return asyncio.run(run_agent(cfg))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""What a task process sees: its info files, environment and command line.
+
+Reproduces what Determined's ``prep_container`` + ``entrypoint.sh`` give a trial container
+(reference §4.1–4.3), for a plain local process: ``DET_INFO_DIR`` replaces
+``/run/determined/info``, the cwd is the unpacked context, and ``python3`` on ``PATH`` is the
+agent's own interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from controlplane.wire.agent_protocol import Slot, StartTask
+
+STARTUP_HOOK = "startup-hook.sh"
+
+
+def write_private_json(path: Path, data: Any) -> None:
+    """Write JSON readable by the owner only (these files can hold the session token)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.chmod(path, 0o600)
+
+
+def cluster_info(msg: StartTask, master_url: str, cluster_id: str, agent_id: str) -> dict[str, Any]:
+    return {
+        "master_url": master_url,
+        "cluster_id": msg.env.get("DET_CLUSTER_ID") or cluster_id,
+        "agent_id": agent_id,
+        "slot_ids": list(msg.slot_ids),
+        "task_id": msg.task_id,
+        "allocation_id": msg.allocation_id,
+        "session_token": msg.session_token,
+        "task_type": msg.task_type,
+        "master_cert_name": None,
+        "master_cert_file": None,
+        "latest_checkpoint": msg.env.get("DET_LATEST_CHECKPOINT") or None,
+    }
+
+
+def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id: str, agent_id: str) -> None:
+    info_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(info_dir, 0o700)
+    write_private_json(info_dir / "cluster.json", cluster_info(msg, master_url, cluster_id, agent_id))
+    if msg.trial_info is not None:
+        write_private_json(info_dir / "trial.json", msg.trial_info)
+    write_private_json(
+        info_dir / "rendezvous.json",
+        {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [len(msg.slot_ids)]},
+    )
+
+
+def cuda_visible_devices(slot_ids: list[int], slots: list[Slot]) -> str:
+    by_id = {s.id: s for s in slots}
+    ids = [i for i in slot_ids if i in by_id and by_id[i].type == "cuda"]
+    return ",".join(str(i) for i in ids)
+
+
+def build_env(
+    msg: StartTask,
+    *,
+    master_url: str,
+    cluster_id: str,
+    agent_id: str,
+    slots: list[Slot],
+    info_dir: Path,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env.update(msg.env)
+    # Master-set values that the agent can also derive; the master's win.
+    env.setdefault("DET_TASK_ID", msg.task_id)
+    env.setdefault("DET_ALLOCATION_ID", msg.allocation_id)
+    env.setdefault("DET_SESSION_TOKEN", msg.session_token)
+    env.setdefault("DET_TASK_TYPE", msg.task_type)
+    env.setdefault("DET_RESOURCES_ID", msg.allocation_id)
+    if cluster_id:
+        env.setdefault("DET_CLUSTER_ID", cluster_id)
+    env.update(
+        {
+            "DET_MASTER": master_url,
+            "DET_AGENT_ID": agent_id,
+            "DET_SLOT_IDS": json.dumps(list(msg.slot_ids)),
+            "DET_CONTAINER_ID": msg.allocation_id,
+            "DET_RESOURCES_TYPE": "local-process",
+            "DET_INFO_DIR": str(info_dir),
+            "CUDA_VISIBLE_DEVICES": cuda_visible_devices(list(msg.slot_ids), slots),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    py_dir = os.path.dirname(sys.executable)
+    path = env.get("PATH", "")
+    env["PATH"] = py_dir + (os.pathsep + path if path else "")
+    return env
+
+
+def build_command(entrypoint: str | list[str], context_dir: Path) -> list[str]:
+    """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one."""
+    if isinstance(entrypoint, str):
+        if (context_dir / STARTUP_HOOK).is_file():
+            return ["sh", "-c", f". ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]
+        return ["sh", "-c", entrypoint]
+    argv = [str(a) for a in entrypoint]
+    if not argv:
+        raise ValueError("empty entrypoint")
+    if (context_dir / STARTUP_HOOK).is_file():
+        return ["sh", "-c", f". ./{STARTUP_HOOK} && exec {shlex.join(argv)}"]
+    return argv

@@ -1,0 +1,75 @@
+"""Task environment, command line (startup hook, quoting) and info files."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from controlplane.wire.agent_protocol import Slot, StartTask
+
+from agent_image.agent.task_setup import build_command, build_env, write_info_files
+from agent_image.agent.tasks import exit_code_of
+
+
+def msg(**kw: object) -> StartTask:
+    base: dict[str, object] = dict(
+        allocation_id="t.1",
+        task_id="t",
+        task_type="TRIAL",
+        entrypoint="python3 train.py",
+        env={"DET_TRIAL_ID": "5", "DET_LATEST_CHECKPOINT": "ck-uuid", "DET_CLUSTER_ID": "c-env"},
+        slot_ids=[1, 3],
+        session_token="tok",
+        trial_info={"trial_id": 5},
+    )
+    base.update(kw)
+    return StartTask(**base)  # type: ignore[arg-type]
+
+
+def test_env(tmp_path: Path) -> None:
+    slots = [Slot(id=i, type="cuda") for i in range(4)]
+    env = build_env(
+        msg(), master_url="http://m:8080", cluster_id="c", agent_id="ag", slots=slots,
+        info_dir=tmp_path, base={"PATH": "/usr/bin", "DET_TRIAL_ID": "old"},
+    )
+    assert env["DET_TRIAL_ID"] == "5"
+    assert env["DET_MASTER"] == "http://m:8080" and env["DET_AGENT_ID"] == "ag"
+    assert json.loads(env["DET_SLOT_IDS"]) == [1, 3]
+    assert env["DET_CONTAINER_ID"] == "t.1" and env["DET_RESOURCES_TYPE"] == "local-process"
+    assert env["DET_INFO_DIR"] == str(tmp_path) and env["PYTHONUNBUFFERED"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert env["PATH"] == os.path.dirname(sys.executable) + os.pathsep + "/usr/bin"
+    assert env["DET_CLUSTER_ID"] == "c-env"  # the master's value wins
+    cpu = build_env(msg(), master_url="m", cluster_id="c", agent_id="a",
+                    slots=[Slot(id=i, type="cpu") for i in range(4)], info_dir=tmp_path, base={})
+    assert cpu["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_command_with_and_without_hook(tmp_path: Path) -> None:
+    assert build_command("echo hi", tmp_path) == ["sh", "-c", "echo hi"]
+    assert build_command(["python3", "a b.py"], tmp_path) == ["python3", "a b.py"]
+    (tmp_path / "startup-hook.sh").write_text("export X=1\n")
+    assert build_command("echo 'hi'", tmp_path) == ["sh", "-c", ". ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
+    assert build_command(["python3", "a b.py"], tmp_path) == ["sh", "-c", ". ./startup-hook.sh && exec python3 'a b.py'"]
+
+
+def test_info_files(tmp_path: Path) -> None:
+    write_info_files(tmp_path / "info", msg(), "http://m", "c-reg", "ag")
+    cluster = json.loads((tmp_path / "info/cluster.json").read_text())
+    assert cluster == {
+        "master_url": "http://m", "cluster_id": "c-env", "agent_id": "ag", "slot_ids": [1, 3],
+        "task_id": "t", "allocation_id": "t.1", "session_token": "tok", "task_type": "TRIAL",
+        "master_cert_name": None, "master_cert_file": None, "latest_checkpoint": "ck-uuid",
+    }
+    for name in ("cluster.json", "trial.json", "rendezvous.json"):
+        assert stat.S_IMODE((tmp_path / "info" / name).stat().st_mode) == 0o600
+    assert json.loads((tmp_path / "info/rendezvous.json").read_text())["container_slot_counts"] == [2]
+    write_info_files(tmp_path / "i2", msg(trial_info=None), "http://m", "c", "ag")
+    assert not (tmp_path / "i2/trial.json").exists()
+
+
+def test_exit_code_of_signals() -> None:
+    assert exit_code_of(3) == 3 and exit_code_of(-15) == 143 and exit_code_of(-9) == 137
