@@ -1,0 +1,241 @@
+"""The experiment config: Determined's YAML, validated, with every default filled.
+
+One module for the CLI (validate before upload) and the master (validate, store
+``to_dict()``, re-parse it later: parsing a ``to_dict()`` gives the same dict back).
+Keys this platform does not act on but Determined accepts are kept as they are, so an
+existing Determined config still loads.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.config import fields as f
+from controlplane.config.errors import ConfigError
+from controlplane.config.hyperparameters import Hparam, parse_hyperparameters
+from controlplane.config.hyperparameters import to_dict as hparams_to_dict
+
+SEARCHERS = ("single", "grid", "random")
+# Determined keys accepted and kept without interpretation.
+PASSTHROUGH = {"bind_mounts", "data", "debug", "optimizations", "profiling", "records_per_epoch",
+               "scheduling_unit", "workspace", "project", "perform_initial_validation", "log_policies",
+               "integrations", "preemption_timeout", "internal", "min_checkpoint_period", "pbs", "slurm",
+               "tensorboard_storage"}
+STORAGE_KEYS = {
+    "shared_fs": ({"host_path"}, {"storage_path", "container_path", "propagation"}),
+    "s3": ({"bucket"}, {"prefix", "endpoint_url", "access_key", "secret_key", "temp_dir"}),
+    "gcs": ({"bucket"}, {"prefix", "temp_dir"}),
+    "directory": ({"container_path"}, set()),
+}
+SAVE_DEFAULTS = {"save_experiment_best": 0, "save_trial_best": 1, "save_trial_latest": 1}
+
+
+@dataclass
+class SearcherConfig:
+    name: str
+    metric: str
+    smaller_is_better: bool = True
+    max_trials: int | None = None
+    max_concurrent_trials: int = 16
+    max_length: int = 0
+    max_length_raw: dict = field(default_factory=dict)
+    source_trial_id: int | None = None
+    source_checkpoint_uuid: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "metric": self.metric, "smaller_is_better": self.smaller_is_better,
+               "max_concurrent_trials": self.max_concurrent_trials, "max_length": dict(self.max_length_raw),
+               "source_trial_id": self.source_trial_id, "source_checkpoint_uuid": self.source_checkpoint_uuid,
+               **self.extra}
+        if self.max_trials is not None:
+            out["max_trials"] = self.max_trials
+        return out
+
+
+@dataclass
+class ResourcesConfig:
+    slots_per_trial: int = 1
+    resource_pool: str | None = None
+    priority: int | None = None
+    max_slots: int | None = None
+    weight: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"slots_per_trial": self.slots_per_trial, "resource_pool": self.resource_pool,
+                "priority": self.priority, "max_slots": self.max_slots, "weight": self.weight, **self.extra}
+
+
+@dataclass
+class ReproducibilityConfig:
+    experiment_seed: int
+
+
+@dataclass
+class EnvironmentConfig:
+    environment_variables: list | dict = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"environment_variables": self.environment_variables, **self.extra}
+
+
+@dataclass
+class ExperimentConfig:
+    name: str | None
+    description: str
+    labels: list[str]
+    entrypoint: str | list[str]
+    hyperparameters: dict[str, Hparam]
+    searcher: SearcherConfig
+    resources: ResourcesConfig
+    checkpoint_storage: dict | None
+    max_restarts: int
+    reproducibility: ReproducibilityConfig
+    environment: EnvironmentConfig
+    min_validation_period: dict | None
+    passthrough: dict
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "description": self.description, "labels": list(self.labels),
+            "entrypoint": self.entrypoint, "hyperparameters": hparams_to_dict(self.hyperparameters),
+            "searcher": self.searcher.to_dict(), "resources": self.resources.to_dict(),
+            "checkpoint_storage": dict(self.checkpoint_storage) if self.checkpoint_storage else None,
+            "max_restarts": self.max_restarts,
+            "reproducibility": {"experiment_seed": self.reproducibility.experiment_seed},
+            "environment": self.environment.to_dict(), "min_validation_period": self.min_validation_period,
+            **self.passthrough,
+        }
+
+
+def _entrypoint(value: Any) -> str | list[str]:
+    if value is None:
+        raise ConfigError("entrypoint", "required (a command string or a list of arguments)")
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, list) and value and all(isinstance(a, str) for a in value):
+        return list(value)
+    raise ConfigError("entrypoint", f"must be a non-empty string or list of strings, got {value!r}")
+
+
+def _searcher(raw: Any) -> SearcherConfig:
+    path = "searcher"
+    raw = f.mapping(raw, path)
+    if not raw:
+        raise ConfigError(path, "required")
+    name = f.string(f.get(raw, "name", path), "searcher.name")
+    if name not in SEARCHERS:
+        raise ConfigError("searcher.name", f"unsupported searcher {name!r} (supported: {', '.join(SEARCHERS)})")
+    known = {"name", "metric", "smaller_is_better", "max_trials", "max_concurrent_trials", "max_length",
+             "source_trial_id", "source_checkpoint_uuid"}
+    extra = {k: v for k, v in raw.items() if k not in known and k in {"unit"}}
+    f.no_unknown(raw, known | {"unit"}, path)
+    cfg = SearcherConfig(name=name, metric=f.string(f.get(raw, "metric", path), "searcher.metric"), extra=extra)
+    cfg.smaller_is_better = f.boolean(f.get(raw, "smaller_is_better", path, True), "searcher.smaller_is_better")
+    if name == "random":
+        cfg.max_trials = f.integer(f.get(raw, "max_trials", path), "searcher.max_trials", minimum=1)
+    elif raw.get("max_trials") is not None:
+        cfg.max_trials = f.integer(raw["max_trials"], "searcher.max_trials", minimum=1)
+    cfg.max_concurrent_trials = f.integer(f.get(raw, "max_concurrent_trials", path, 16),
+                                          "searcher.max_concurrent_trials", minimum=0)
+    cfg.max_length_raw = f.length(f.get(raw, "max_length", path, 0), "searcher.max_length")
+    cfg.max_length = next(iter(cfg.max_length_raw.values()))
+    if raw.get("source_trial_id") is not None:
+        cfg.source_trial_id = f.integer(raw["source_trial_id"], "searcher.source_trial_id", minimum=1)
+    if raw.get("source_checkpoint_uuid") is not None:
+        cfg.source_checkpoint_uuid = f.string(raw["source_checkpoint_uuid"], "searcher.source_checkpoint_uuid")
+    return cfg
+
+
+def _resources(raw: Any) -> ResourcesConfig:
+    path = "resources"
+    raw = f.mapping(raw, path)
+    known = {"slots_per_trial", "resource_pool", "priority", "max_slots", "weight"}
+    passthrough = {"shm_size", "native_parallel", "agent_label", "devices", "is_single_node"}
+    f.no_unknown(raw, known | passthrough, path)
+    cfg = ResourcesConfig(extra={k: v for k, v in raw.items() if k in passthrough})
+    cfg.slots_per_trial = f.integer(f.get(raw, "slots_per_trial", path, 1), "resources.slots_per_trial", minimum=0)
+    if raw.get("resource_pool") is not None:
+        cfg.resource_pool = f.string(raw["resource_pool"], "resources.resource_pool")
+    if raw.get("priority") is not None:
+        cfg.priority = f.integer(raw["priority"], "resources.priority", minimum=1, maximum=99)
+    if raw.get("max_slots") is not None:
+        cfg.max_slots = f.integer(raw["max_slots"], "resources.max_slots", minimum=1)
+    cfg.weight = float(f.number(f.get(raw, "weight", path, 1.0), "resources.weight", positive=True))
+    return cfg
+
+
+def _checkpoint_storage(raw: Any) -> dict | None:
+    if raw is None:
+        return None
+    path = "checkpoint_storage"
+    raw = f.mapping(raw, path)
+    kind = f.get(raw, "type", path)
+    if kind not in STORAGE_KEYS:
+        raise ConfigError("checkpoint_storage.type",
+                          f"must be one of {', '.join(STORAGE_KEYS)}, got {kind!r}")
+    required, optional = STORAGE_KEYS[kind]
+    f.no_unknown(raw, {"type"} | required | optional | set(SAVE_DEFAULTS), path)
+    out: dict[str, Any] = {"type": kind}
+    for key in sorted(required):
+        out[key] = f.string(f.get(raw, key, path), f.join(path, key))
+    for key in sorted(optional):
+        if raw.get(key) is not None:
+            out[key] = f.string(raw[key], f.join(path, key))
+    for key, default in SAVE_DEFAULTS.items():
+        out[key] = f.integer(f.get(raw, key, path, default), f.join(path, key), minimum=0)
+    return out
+
+
+def _environment(raw: Any) -> EnvironmentConfig:
+    raw = f.mapping(raw, "environment")
+    env_vars = raw.get("environment_variables") or []
+    path = "environment.environment_variables"
+    groups = env_vars.values() if isinstance(env_vars, dict) else [env_vars]
+    if isinstance(env_vars, dict):
+        f.no_unknown(env_vars, {"cpu", "cuda", "rocm"}, path)
+    for group in groups:
+        if not isinstance(group, list) or not all(isinstance(e, str) and "=" in e for e in group):
+            raise ConfigError(path, f"must be a list of \"NAME=value\" strings, got {group!r}")
+    return EnvironmentConfig(env_vars, {k: v for k, v in raw.items() if k != "environment_variables"})
+
+
+def parse_experiment_config(raw: Any) -> ExperimentConfig:
+    raw = f.mapping(raw, "")
+    known = {"name", "description", "labels", "entrypoint", "hyperparameters", "searcher", "resources",
+             "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period"}
+    f.no_unknown(raw, known | PASSTHROUGH, "")
+    labels = raw.get("labels") or []
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise ConfigError("labels", f"must be a list of strings, got {labels!r}")
+    repro = f.mapping(raw.get("reproducibility"), "reproducibility")
+    f.no_unknown(repro, {"experiment_seed"}, "reproducibility")
+    seed = repro.get("experiment_seed")
+    # An unseeded experiment gets a seed now, so the stored config replays it exactly.
+    seed = random.SystemRandom().randrange(2**31) if seed is None else \
+        f.integer(seed, "reproducibility.experiment_seed", minimum=0)
+    mvp = raw.get("min_validation_period")
+    cfg = ExperimentConfig(
+        name=f.string(raw["name"], "name") if raw.get("name") is not None else None,
+        description=f.string(raw.get("description") or "", "description"),
+        labels=list(labels),
+        entrypoint=_entrypoint(raw.get("entrypoint")),
+        hyperparameters=parse_hyperparameters(raw.get("hyperparameters")),
+        searcher=_searcher(raw.get("searcher")),
+        resources=_resources(raw.get("resources")),
+        checkpoint_storage=_checkpoint_storage(raw.get("checkpoint_storage")),
+        max_restarts=f.integer(f.get(raw, "max_restarts", "", 5), "max_restarts", minimum=0),
+        reproducibility=ReproducibilityConfig(seed),
+        environment=_environment(raw.get("environment")),
+        min_validation_period=f.length(mvp, "min_validation_period") if mvp is not None else None,
+        passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH},
+    )
+    if cfg.searcher.name == "grid":
+        from controlplane.searchers.sampling import grid
+
+        grid(cfg.hyperparameters)  # every numeric range needs a `count`: say so at submit time
+    return cfg

@@ -1,0 +1,116 @@
+"""Determined's hyperparameter kinds: const, int, double, log, categorical, and nested groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from controlplane.config import fields as f
+from controlplane.config.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Const:
+    val: Any
+
+    def to_dict(self) -> dict:
+        return {"type": "const", "val": self.val}
+
+
+@dataclass(frozen=True)
+class IntRange:
+    minval: int
+    maxval: int
+    count: int | None = None
+
+    def to_dict(self) -> dict:
+        return _drop_none({"type": "int", "minval": self.minval, "maxval": self.maxval, "count": self.count})
+
+
+@dataclass(frozen=True)
+class DoubleRange:
+    minval: float
+    maxval: float
+    count: int | None = None
+
+    def to_dict(self) -> dict:
+        return _drop_none({"type": "double", "minval": self.minval, "maxval": self.maxval, "count": self.count})
+
+
+@dataclass(frozen=True)
+class LogRange:
+    base: float
+    minval: float
+    maxval: float
+    count: int | None = None
+
+    def to_dict(self) -> dict:
+        return _drop_none({"type": "log", "base": self.base, "minval": self.minval, "maxval": self.maxval,
+                           "count": self.count})
+
+
+@dataclass(frozen=True)
+class Categorical:
+    vals: tuple
+
+    def to_dict(self) -> dict:
+        return {"type": "categorical", "vals": list(self.vals)}
+
+
+Hparam = Union[Const, IntRange, DoubleRange, LogRange, Categorical, dict]
+
+
+def _drop_none(d: dict) -> dict:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _count(raw: dict, path: str) -> int | None:
+    if raw.get("count") is None:
+        return None
+    return f.integer(raw["count"], f.join(path, "count"), minimum=1)
+
+
+def _range(raw: dict, path: str, read) -> tuple:  # noqa: ANN001
+    lo = read(f.get(raw, "minval", path), f.join(path, "minval"))
+    hi = read(f.get(raw, "maxval", path), f.join(path, "maxval"))
+    if lo > hi:
+        raise ConfigError(f.join(path, "minval"), f"must be <= maxval ({hi}), got {lo}")
+    return lo, hi
+
+
+def parse_one(raw: Any, path: str) -> Hparam:
+    if not isinstance(raw, dict):
+        return Const(raw)  # shorthand: `lr: 0.1`
+    if "type" not in raw:
+        return {str(k): parse_one(v, f.join(path, str(k))) for k, v in raw.items()}  # nested group
+    kind = raw["type"]
+    keys = {"const": {"type", "val"}, "int": {"type", "minval", "maxval", "count"},
+            "double": {"type", "minval", "maxval", "count"}, "log": {"type", "base", "minval", "maxval", "count"},
+            "categorical": {"type", "vals"}}
+    if kind not in keys:
+        raise ConfigError(f.join(path, "type"),
+                          f"must be one of const, int, double, log, categorical, got {kind!r}")
+    f.no_unknown(raw, keys[kind], path)
+    if kind == "const":
+        if "val" not in raw:
+            raise ConfigError(f.join(path, "val"), "required")
+        return Const(raw["val"])
+    if kind == "int":
+        return IntRange(*_range(raw, path, f.integer), _count(raw, path))
+    if kind == "double":
+        return DoubleRange(*_range(raw, path, f.number), _count(raw, path))
+    if kind == "log":
+        base = f.number(raw.get("base", 10), f.join(path, "base"), positive=True)
+        return LogRange(base, *_range(raw, path, f.number), _count(raw, path))
+    vals = raw.get("vals")
+    if not isinstance(vals, list) or not vals:
+        raise ConfigError(f.join(path, "vals"), f"must be a non-empty list, got {vals!r}")
+    return Categorical(tuple(vals))
+
+
+def parse_hyperparameters(raw: Any) -> dict[str, Hparam]:
+    return {str(k): parse_one(v, f.join("hyperparameters", str(k))) for k, v in f.mapping(raw, "hyperparameters").items()}
+
+
+def to_dict(hps: dict[str, Hparam]) -> dict:
+    return {k: (to_dict(v) if isinstance(v, dict) else v.to_dict()) for k, v in hps.items()}

@@ -1,0 +1,79 @@
+"""The searcher contract: events in, actions out; no I/O, no clock, state as a JSON snapshot.
+
+The master feeds a searcher the trial events it needs (a validation metric, a trial's exit)
+and applies the actions it returns: create a trial, stop one, shut the search down.
+A searcher is rebuilt from ``snapshot()`` after every event, so the master can restart at any
+point and go on exactly where it was.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controlplane.config.experiment import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class Create:
+    request_id: str
+    hparams: dict
+    seed: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    failure: bool = False
+
+
+Action = Create | Stop | Shutdown
+OUTCOMES = ("completed", "errored", "canceled")
+
+
+class Searcher(ABC):
+    @abstractmethod
+    def initial_actions(self) -> list[Action]: ...
+
+    @abstractmethod
+    def on_validation(self, request_id: str, metric: float, steps_completed: int) -> list[Action]: ...
+
+    @abstractmethod
+    def on_trial_exited(self, request_id: str, outcome: str) -> list[Action]: ...
+
+    @abstractmethod
+    def progress(self) -> float: ...
+
+    @abstractmethod
+    def snapshot(self) -> dict: ...
+
+    @classmethod
+    @abstractmethod
+    def restore(cls, cfg: "ExperimentConfig", snap: dict) -> "Searcher": ...
+
+
+def rng_state(rng: random.Random) -> list:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def rng_from_state(state: list) -> random.Random:
+    rng = random.Random()
+    rng.setstate((state[0], tuple(state[1]), state[2]))
+    return rng
+
+
+def make_searcher(cfg: "ExperimentConfig") -> Searcher:
+    from controlplane.searchers.grid import GridSearcher
+    from controlplane.searchers.random import RandomSearcher
+    from controlplane.searchers.single import SingleSearcher
+
+    kinds: dict[str, Any] = {"single": SingleSearcher, "grid": GridSearcher, "random": RandomSearcher}
+    return kinds[cfg.searcher.name](cfg)

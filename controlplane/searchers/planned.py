@@ -1,0 +1,81 @@
+"""The shape single, grid and random share: a known number of trials, a few at a time.
+
+Creates up to ``max_concurrent_trials`` trials (0 means no limit), one more each time one
+exits, until ``total`` exist; shuts down when every created trial has exited, with
+``failure`` when none completed. Validation metrics do not change the plan.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from controlplane.searchers.base import Action, Create, Searcher, Shutdown, rng_from_state, rng_state
+
+if TYPE_CHECKING:
+    from controlplane.config.experiment import ExperimentConfig
+
+
+class PlannedSearcher(Searcher):
+    def __init__(self, cfg: "ExperimentConfig") -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.reproducibility.experiment_seed)
+        self.created = 0
+        self.live: list[str] = []
+        self.outcomes: dict[str, str] = {}
+        self.shut_down = False
+
+    # subclasses
+    def total(self) -> int:
+        raise NotImplementedError
+
+    def hparams(self, index: int) -> dict:
+        raise NotImplementedError
+
+    def _limit(self) -> int:
+        n = self.cfg.searcher.max_concurrent_trials
+        return n if n > 0 else self.total()
+
+    def _fill(self) -> list[Action]:
+        actions: list[Action] = []
+        while self.created < self.total() and len(self.live) < self._limit():
+            hp = self.hparams(self.created)
+            self.created += 1
+            request_id = f"r{self.created}"
+            self.live.append(request_id)
+            actions.append(Create(request_id, hp, self.rng.randrange(2**32)))
+        if not self.live and self.created >= self.total() and not self.shut_down:
+            self.shut_down = True
+            actions.append(Shutdown(failure="completed" not in self.outcomes.values()))
+        return actions
+
+    def initial_actions(self) -> list[Action]:
+        return self._fill()
+
+    def on_validation(self, request_id: str, metric: float, steps_completed: int) -> list[Action]:
+        return []
+
+    def on_trial_exited(self, request_id: str, outcome: str) -> list[Action]:
+        if request_id not in self.live:
+            return []
+        self.live.remove(request_id)
+        self.outcomes[request_id] = outcome
+        return self._fill()
+
+    def progress(self) -> float:
+        total = self.total()
+        return len(self.outcomes) / total if total else 1.0
+
+    def snapshot(self) -> dict:
+        return {"created": self.created, "live": list(self.live), "outcomes": dict(self.outcomes),
+                "shut_down": self.shut_down, "rng": rng_state(self.rng)}
+
+    @classmethod
+    def restore(cls, cfg: "ExperimentConfig", snap: dict) -> "PlannedSearcher":
+        s = cls(cfg)
+        s.created = snap["created"]
+        s.live = list(snap["live"])
+        s.outcomes = dict(snap["outcomes"])
+        s.shut_down = snap["shut_down"]
+        s.rng = rng_from_state(snap["rng"])
+        return s
