@@ -55,6 +55,18 @@ async def _bootstrap(rt: MasterRuntime) -> None:
         await ensure_default_users(session)
 
 
+async def start_runtime(rt: MasterRuntime) -> None:
+    """Migrations, cluster identity, default users, then the orchestrator's loop."""
+    await _bootstrap(rt)
+    await rt.orchestrator.start()
+    log.info("master %s up: cluster %s, db %s", __version__, rt.cluster_id, rt.engine.url.render_as_string())
+
+
+async def stop_runtime(rt: MasterRuntime) -> None:
+    await rt.orchestrator.stop()
+    await rt.engine.dispose()
+
+
 def create_app(settings: MasterSettings) -> Litestar:
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
@@ -67,14 +79,11 @@ def create_app(settings: MasterSettings) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        await _bootstrap(rt)
-        await rt.orchestrator.start()
-        log.info("master %s up: cluster %s, db %s", __version__, rt.cluster_id, engine.url.render_as_string())
+        await start_runtime(rt)
         try:
             yield
         finally:
-            await rt.orchestrator.stop()
-            await engine.dispose()
+            await stop_runtime(rt)
 
     app = Litestar(
         route_handlers=routes.ALL,

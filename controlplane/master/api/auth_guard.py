@@ -15,6 +15,7 @@ from controlplane.master.db.models import Allocation
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import AuthedUser, token_hash, user_for_token
+from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"
 
@@ -58,11 +59,15 @@ async def current_task(request: Request) -> TaskPrincipal | None:
     rt = runtime_of(request)
     async with rt.sessions() as session:
         row = (await session.execute(
-            select(Allocation.id, Allocation.task_id, Allocation.trial_id)
+            select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state)
             .where(Allocation.token_hash == token_hash(token))
         )).first()
     if row is None:
         raise Unauthenticated("invalid allocation token")
+    if row[3] == A.TERMINATED:
+        # A process that outlived its allocation (its agent was declared lost) must not
+        # report into a trial that now runs elsewhere.
+        raise Unauthenticated(f"allocation {row[0]} has ended; its token is no longer valid")
     return TaskPrincipal(row[0], row[1], row[2])
 
 

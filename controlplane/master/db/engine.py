@@ -35,6 +35,14 @@ def make_engine(url: str) -> AsyncEngine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+            # Take SQLite's write lock at BEGIN (below): a deferred transaction that reads and
+            # then writes fails at once with "database is locked" when another writer won
+            # meanwhile, and busy_timeout does not help there.
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin_immediate(conn) -> None:  # noqa: ANN001
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)

@@ -1,0 +1,73 @@
+"""`det agent list` and `det slot list`, both from `GET /api/v1/agents`.
+
+`--json` prints a plain list (agents, or one object per slot) so scripts can `len()` it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from controlplane.cli import render
+from controlplane.cli.common import print_json, session_for
+
+
+def _agents(args: argparse.Namespace) -> list[dict]:
+    return list(session_for(args).get("/api/v1/agents").get("agents") or [])
+
+
+def cmd_agent_list(args: argparse.Namespace) -> int:
+    agents = _agents(args)
+    if args.json:
+        print_json(agents)
+        return 0
+    rows = []
+    for a in agents:
+        slots = a.get("slots") or {}
+        busy = sum(1 for s in slots.values() if isinstance(s, dict) and s.get("container"))
+        rows.append([a.get("id"), render.format_time(a.get("registeredTime")), a.get("connected", ""),
+                     len(slots), busy, ", ".join(a.get("resourcePools") or []), a.get("enabled", ""),
+                     a.get("draining", ""), ", ".join(a.get("addresses") or [])])
+    print(render.table(["Agent ID", "Registered Time", "Connected", "Slots", "Containers", "Resource Pool",
+                        "Enabled", "Draining", "Addresses"], rows))
+    return 0
+
+
+def slot_rows(agents: list[dict]) -> list[dict]:
+    out = []
+    for a in agents:
+        slots = a.get("slots") or {}
+        for key in sorted(slots, key=lambda k: (len(str(k)), str(k))):
+            s = slots[key] or {}
+            device = s.get("device") or {}
+            container = s.get("container") or {}
+            out.append({"agentId": a.get("id"), "resourcePool": ", ".join(a.get("resourcePools") or []),
+                        "slotId": s.get("id", key), "enabled": s.get("enabled"), "draining": s.get("draining"),
+                        "allocationId": container.get("id"), "type": device.get("type"),
+                        "device": device.get("brand") or ""})
+    return out
+
+
+def cmd_slot_list(args: argparse.Namespace) -> int:
+    slots = slot_rows(_agents(args))
+    if args.json:
+        print_json(slots)
+        return 0
+    rows = [[s["agentId"], s["resourcePool"], s["slotId"], s["enabled"], s["draining"], s["allocationId"] or "FREE",
+             render.format_state(str(s["type"] or "")).replace("TYPE_", ""), s["device"]] for s in slots]
+    print(render.table(["Agent ID", "Resource Pool", "Slot ID", "Enabled", "Draining", "Allocation ID", "Type",
+                        "Device Description"], rows))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("agent", aliases=["a"], help="agents of the cluster")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser("list", aliases=["ls"], help="list agents")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_agent_list)
+
+    parser = subparsers.add_parser("slot", aliases=["s"], help="slots of the cluster's agents")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser("list", aliases=["ls"], help="list slots")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_slot_list)

@@ -1,0 +1,272 @@
+"""A tiny in-thread HTTP master speaking the JSON shapes the CLI relies on.
+
+It implements only what the CLI tests touch, records every request, and streams trial logs
+as chunked NDJSON like the real master, so the CLI is tested without starting det-master.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+
+def experiment(exp_id: int, state: str = "STATE_ACTIVE", username: str = "determined") -> dict:
+    return {
+        "id": exp_id, "name": f"exp-{exp_id}", "state": state, "archived": False,
+        "config": {"name": f"exp-{exp_id}", "searcher": {"name": "single", "metric": "loss",
+                                                          "smaller_is_better": True}},
+        "originalConfig": "", "jobId": f"job-{exp_id}", "numTrials": 1, "trialIds": [exp_id * 10],
+        "projectId": 1, "projectOwnerId": 1, "searcherType": "single",
+        "startTime": "2025-03-20T12:00:00Z", "endTime": None, "username": username, "progress": 0.5,
+        "resourcePool": "default",
+    }
+
+
+@dataclass
+class FakeState:
+    passwords: dict[str, str] = field(default_factory=lambda: {"determined": "", "admin": "", "alice": "s3cret"})
+    user_ids: dict[str, int] = field(default_factory=lambda: {"admin": 1, "determined": 2, "alice": 3})
+    tokens: dict[str, str] = field(default_factory=dict)  # token -> username
+    experiments: dict[int, dict] = field(default_factory=lambda: {1: experiment(1, "STATE_COMPLETED"),
+                                                                  2: experiment(2)})
+    logs: dict[int, list[str]] = field(default_factory=lambda: {10: [f"line {i}\n" for i in range(5)]})
+    states_on_poll: list[str] = field(default_factory=list)  # experiment 2 walks through these
+    requests: list[Recorded] = field(default_factory=list)
+    log_delay_s: float = 0.0
+    next_id: int = 3
+    counter: int = 0
+
+
+def trial(tid: int, exp_id: int) -> dict:
+    return {"id": tid, "experimentId": exp_id, "hparams": {"lr": 0.1}, "restarts": 0,
+            "startTime": "2025-03-20T12:00:01Z", "state": "STATE_COMPLETED", "totalBatchesProcessed": 300,
+            "bestValidation": {"totalBatches": 300, "searcherMetric": 0.25,
+                               "metrics": {"avgMetrics": {"loss": 0.25}}},
+            "latestCheckpointUuid": "ckpt-uuid-1"}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: FakeState
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    # ---- plumbing ----
+    def _read(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            return self.rfile.read(n)
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+        return b""
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, {"message": message, "error": {"error": message}})
+
+    def _user(self) -> str | None:
+        auth = self.headers.get("Authorization", "")
+        return self.state.tokens.get(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None
+
+    def _handle(self, method: str) -> None:
+        url = urlparse(self.path)
+        body = self._read()
+        self.state.requests.append(Recorded(method, url.path, parse_qs(url.query), dict(self.headers), body))
+        parts = url.path.strip("/").split("/")
+        q = parse_qs(url.query)
+        if url.path == "/info":
+            return self._send(200, {"version": "0.1.0", "master_id": "m", "cluster_id": "c"})
+        if url.path == "/api/v1/auth/login" and method == "POST":
+            req = json.loads(body)
+            if self.state.passwords.get(req["username"]) != req["password"]:
+                return self._error(401, "invalid credentials")
+            self.state.counter += 1
+            token = f"tok-{req['username']}-{self.state.counter}"
+            self.state.tokens[token] = req["username"]
+            return self._send(200, {"token": token, "user": {"username": req["username"], "admin": False,
+                                                             "active": True, "id": self.state.user_ids[req["username"]]}})
+        user = self._user()
+        if user is None:
+            return self._error(401, "unauthenticated")
+        if url.path == "/api/v1/auth/logout":
+            self.state.tokens = {t: u for t, u in self.state.tokens.items() if u != user}
+            return self._send(200, {})
+        if url.path == "/api/v1/me":
+            return self._send(200, {"user": {"id": self.state.user_ids[user], "username": user,
+                                             "admin": False, "active": True}})
+        if url.path == "/api/v1/users":
+            name = q.get("name", [None])[0]
+            users = [{"id": i, "username": u} for u, i in self.state.user_ids.items() if name in (None, u)]
+            return self._send(200, {"users": users})
+        if parts[:3] == ["api", "v1", "users"] and parts[-1] == "password":
+            return self._send(200, {})
+        if url.path == "/api/v1/experiments" and method == "GET":
+            exps = list(self.state.experiments.values())
+            if "users" in q:
+                exps = [e for e in exps if e["username"] in q["users"]]
+            offset, limit = int(q.get("offset", ["0"])[0]), int(q.get("limit", ["0"])[0])
+            page = exps[offset:offset + limit] if limit else exps[offset:]
+            return self._send(200, {"experiments": page, "pagination": {
+                "offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + len(page),
+                "total": len(exps)}})
+        if url.path == "/api/v1/experiments" and method == "POST":
+            req = json.loads(body)
+            exp_id = self.state.next_id
+            self.state.next_id += 1
+            self.state.experiments[exp_id] = experiment(exp_id, "STATE_ACTIVE" if req["activate"] else "STATE_PAUSED")
+            return self._send(200, {"experiment": self.state.experiments[exp_id], "config": {}, "warnings": []})
+        if parts[:3] == ["api", "v1", "experiments"] and len(parts) >= 4:
+            try:
+                exp_id = int(parts[3])
+            except ValueError:
+                return self._error(400, "id: must be an integer")
+            exp = self.state.experiments.get(exp_id)
+            if exp is None:
+                return self._error(404, f"experiment {exp_id} not found")
+            if len(parts) == 4:
+                if exp_id == 2 and self.state.states_on_poll:
+                    exp["state"] = self.state.states_on_poll.pop(0)
+                return self._send(200, {"experiment": exp, "config": exp["config"]})
+            if parts[4] == "trials":
+                trials = [trial(t, exp_id) for t in exp["trialIds"]]
+                return self._send(200, {"trials": trials, "pagination": {
+                    "offset": 0, "limit": 0, "startIndex": 0, "endIndex": len(trials), "total": len(trials)}})
+            if parts[4] in ("pause", "activate", "kill") and method == "POST":
+                if body:
+                    return self._error(400, "expected no body")
+                exp["state"] = {"pause": "STATE_PAUSED", "activate": "STATE_ACTIVE",
+                                "kill": "STATE_CANCELED"}[parts[4]]
+                return self._send(200, {})
+        if parts[:3] == ["api", "v1", "trials"] and len(parts) >= 4:
+            tid = int(parts[3])
+            if tid not in (10, 20, 30):
+                return self._error(404, f"trial {tid} not found")
+            if len(parts) == 4:
+                return self._send(200, {"trial": trial(tid, tid // 10)})
+            if parts[4] == "metrics":
+                group = q.get("group", [""])[0]
+                values = [0.9, 0.5, 0.4, 0.25] if group == "validation" else [1.2, 0.8]
+                key = "loss" if group == "validation" else "train_loss"
+                rows = [{"group": group, "stepsCompleted": 100 * (i + 1), "trialRunId": 1,
+                         "reportTime": "2025-03-20T12:00:00Z", "metrics": {key: v}} for i, v in enumerate(values)]
+                return self._send(200, {"metrics": rows})
+            if parts[4] == "checkpoints":
+                return self._send(200, {"checkpoints": [
+                    {"uuid": "ckpt-uuid-1", "state": "STATE_COMPLETED", "metadata": {"steps_completed": 300},
+                     "resources": {"model.pt": "2048"}, "reportTime": "2025-03-20T12:00:00Z", "training": {}}],
+                    "pagination": {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": 1, "total": 1}})
+            if parts[4] == "logs":
+                return self._stream_logs(tid, q)
+        if url.path == "/api/v1/agents":
+            return self._send(200, {"agents": [
+                {"id": "local-agent-0", "connected": True, "registeredTime": "2025-03-20T12:00:00Z",
+                 "resourcePools": ["default"], "enabled": True, "draining": False, "addresses": ["127.0.0.1"],
+                 "slotStats": {"typeStats": {}, "brandStats": {}},
+                 "slots": {"0": {"id": "0", "enabled": True, "draining": False, "container": None,
+                                 "device": {"id": 0, "brand": "cpu", "type": "TYPE_CPU"}},
+                           "1": {"id": "1", "enabled": True, "draining": False,
+                                 "container": {"id": "alloc-1", "state": "STATE_RUNNING"},
+                                 "device": {"id": 1, "brand": "cpu", "type": "TYPE_CPU"}}}}]})
+        return self._error(404, f"no route {method} {url.path}")
+
+    def _stream_logs(self, tid: int, q: dict[str, list[str]]) -> None:
+        import time
+
+        lines = list(enumerate(self.state.logs.get(tid, []), start=1))
+        limit = int(q.get("limit", ["0"])[0])
+        if q.get("orderBy", [""])[0] == "ORDER_BY_DESC":
+            lines.reverse()
+        if limit:
+            lines = lines[:limit]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i, text in lines:
+            entry = {"result": {"id": str(i), "trialId": tid, "timestamp": "2025-03-20T12:00:00Z",
+                                "level": "LOG_LEVEL_INFO", "message": f"[t] || {text}", "log": text}}
+            data = json.dumps(entry).encode() + b"\n"
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+            if self.state.log_delay_s:
+                time.sleep(self.state.log_delay_s)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._handle("POST")
+
+
+class FakeMaster:
+    def __init__(self, port: int = 0) -> None:
+        self.state = FakeState()
+        handler = type("BoundHandler", (Handler,), {"state": self.state})
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    def __enter__(self) -> "FakeMaster":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def calls(self, method: str | None = None, path: str | None = None) -> list[Recorded]:
+        return [r for r in self.state.requests
+                if (method is None or r.method == method) and (path is None or r.path == path)]
+
+
+def serve_from_master_yaml(argv: list[str]) -> None:
+    """Stand-in for `det-master --config FILE` in the deploy tests: serve on the config's port."""
+    import sys
+
+    import yaml
+
+    config = yaml.safe_load(open(argv[argv.index("--config") + 1]))
+    print(f"fake master on port {config['port']}", flush=True)
+    server = FakeMaster(int(config["port"])).server
+    try:
+        server.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_from_master_yaml(sys.argv)

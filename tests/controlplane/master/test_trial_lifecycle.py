@@ -1,0 +1,114 @@
+"""The trial lifecycle driven through a fake agent: placement, restarts, agent loss, completion."""
+
+from __future__ import annotations
+
+import uuid
+
+from controlplane.wire import agent_protocol as wire
+from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+
+
+def task_headers(token: str) -> dict:
+    return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}
+
+
+async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # noqa: ANN001
+    ckpt = str(uuid.uuid4())
+    r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
+        "uuid": ckpt, "taskId": start.task_id, "allocationId": start.allocation_id, "reportTime": None,
+        "state": "STATE_COMPLETED", "resources": {"state.pt": "10", "metadata.json": "26"},
+        "metadata": {"steps_completed": steps}, "training": {}, "storageId": None})
+    assert r.status_code == 200, r.text
+    return ckpt
+
+
+async def trial_states(api, exp_id: int) -> list[str]:  # noqa: ANN001
+    return [t["state"] for t in (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"]]
+
+
+async def test_two_trials_run_and_complete(api):
+    agent = FakeAgent(api.rt, slots=2)
+    await agent.register()
+    exp_id = await create_experiment(api)
+    starts = [await agent.next_message(), await agent.next_message()]
+    assert all(isinstance(m, wire.StartTask) for m in starts)
+    assert sorted(s for m in starts for s in m.slot_ids) == [0, 1]  # exact slot accounting
+    for m in starts:
+        assert m.env["DET_TRIAL_ID"] and m.env["DET_SESSION_TOKEN"] == m.session_token
+        await agent.start(m)
+    assert await trial_states(api, exp_id) == ["STATE_RUNNING", "STATE_RUNNING"]
+    for m in starts:
+        await agent.exit(m.allocation_id, 0)
+    assert await trial_states(api, exp_id) == ["STATE_COMPLETED", "STATE_COMPLETED"]
+    exp = (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]
+    assert exp["state"] == "STATE_COMPLETED" and exp["progress"] == 1.0
+
+
+async def test_failed_trial_restarts_from_latest_checkpoint_until_max_restarts(api):
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    exp_id = await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await agent.next_message()
+    await agent.start(first)
+    ckpt = await report_checkpoint(api, first, steps=5)
+    await agent.exit(first.allocation_id, 1)
+    second = await agent.next_message()
+    assert isinstance(second, wire.StartTask)
+    assert second.env["DET_LATEST_CHECKPOINT"] == ckpt and second.env["DET_STEPS_COMPLETED"] == "5"
+    assert second.env["DET_TRIAL_RUN_ID"] == "2"
+    await agent.start(second)
+    await agent.exit(second.allocation_id, 1)  # restart 2 > max_restarts 1
+    trial = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"][0]
+    assert trial["state"] == "STATE_ERROR" and trial["restarts"] == 2
+    assert (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]["state"] == "STATE_ERROR"
+
+
+async def test_lost_agent_requeues_without_spending_a_restart(api):
+    a1, a2 = FakeAgent(api.rt, "agent-1", slots=1), FakeAgent(api.rt, "agent-2", slots=1)
+    await a1.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await a1.next_message()
+    await a1.start(first)
+    ckpt = await report_checkpoint(api, first, steps=7)
+    await a1.disconnect()
+    await a2.register()
+    second = await a2.next_message(timeout=15)  # after the 1 s reconnect window
+    assert isinstance(second, wire.StartTask) and second.env["DET_LATEST_CHECKPOINT"] == ckpt
+    trial = (await api.get(f"/api/v1/trials/{second.env['DET_TRIAL_ID']}")).json()["trial"]
+    assert trial["restarts"] == 0
+
+
+async def test_session_token_only_works_for_its_own_trial(api):
+    agent = FakeAgent(api.rt, slots=2)
+    await agent.register()
+    await create_experiment(api)
+    m1, m2 = await agent.next_message(), await agent.next_message()
+    own, other = m1.env["DET_TRIAL_ID"], m2.env["DET_TRIAL_ID"]
+    body = {"group": "training", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}}
+    assert (await api.post(f"/api/v1/trials/{own}/metrics", json=body, headers=task_headers(m1.session_token))).status_code == 200
+    r = await api.post(f"/api/v1/trials/{other}/metrics", json=body, headers=task_headers(m1.session_token))
+    assert r.status_code == 403
+    r = await api.get("/api/v1/experiments", headers=task_headers(m1.session_token))
+    assert r.status_code == 401  # a task token is not a user token
+    r = await api.post(f"/api/v1/trials/{own}/metrics", json=body, headers=task_headers("forged"))
+    assert r.status_code == 401
+
+
+async def test_pause_signals_preemption_and_activate_resumes(api):
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    exp_id = await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await agent.next_message()
+    await agent.start(first)
+    h = task_headers(first.session_token)
+    signal = f"/api/v1/allocations/{first.allocation_id}/signals/preemption?timeout_seconds=0"
+    assert (await api.get(signal, headers=h)).json() == {"preempt": False}
+    assert (await api.post(f"/api/v1/experiments/{exp_id}/pause")).status_code == 200
+    assert (await api.get(signal, headers=h)).json() == {"preempt": True}
+    ckpt = await report_checkpoint(api, first, steps=3)
+    assert (await api.post(f"/api/v1/allocations/{first.allocation_id}/signals/ack_preemption", headers=h)).status_code == 200
+    await agent.exit(first.allocation_id, 0)
+    assert await trial_states(api, exp_id) == ["STATE_PAUSED"]
+    await api.post(f"/api/v1/experiments/{exp_id}/activate")
+    second = await agent.next_message()
+    assert second.env["DET_LATEST_CHECKPOINT"] == ckpt

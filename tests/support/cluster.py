@@ -1,0 +1,134 @@
+"""Real processes for tests: a det-master on a free loopback port, det-agents, and a login.
+
+Everything started here is stopped by the fixture that started it (process groups, so no
+grandchild outlives a test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+import yaml
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def login(url: str, username: str = "determined", password: str = "") -> str:
+    r = requests.post(f"{url}/api/v1/auth/login", json={"username": username, "password": password}, timeout=10)
+    r.raise_for_status()
+    return r.json()["token"]
+
+
+def _stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 15.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+class MasterProcess:
+    def __init__(self, data_dir: Path, db_url: str, *, port: int | None = None, extra: dict | None = None) -> None:
+        self.data_dir = data_dir
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.join_token = secrets.token_urlsafe(24)
+        token_file = data_dir / "join-token"
+        token_file.write_text(self.join_token)
+        token_file.chmod(0o600)
+        config = {"port": self.port, "data_dir": str(data_dir), "db": {"url": db_url},
+                  "security": {"join_token_file": str(token_file)},
+                  "checkpoint_storage": {"type": "shared_fs", "host_path": str(data_dir / "checkpoints")},
+                  **(extra or {})}
+        self.config_path = data_dir / "master.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.log_path = data_dir / "master.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 60.0) -> "MasterProcess":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(BIN / "det-master"), "--config", str(self.config_path)],
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"det-master exited {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if requests.get(f"{self.url}/info", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"det-master did not answer /info in {timeout_s}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc)
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc, signal.SIGKILL)
+
+
+class AgentProcess:
+    def __init__(self, master: MasterProcess, agent_id: str, slots: int, work_dir: Path) -> None:
+        self.master, self.agent_id, self.slots, self.work_dir = master, agent_id, slots, work_dir
+        self.log_path = work_dir / f"{agent_id}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "AgentProcess":
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(BIN / "det-agent"), "--master", self.master.url, "--join-token-file",
+             str(self.master.data_dir / "join-token"), "--agent-id", self.agent_id, "--slots", str(self.slots),
+             "--work-dir", str(self.work_dir)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc)
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc, signal.SIGKILL)
+
+
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {json.dumps(last, default=str)[:500]})")
