@@ -1,0 +1,95 @@
+"""The whole loop as a user drives it: deploy, search, describe, logs, agent loss, teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import requests
+
+from tests.e2e.conftest import EXAMPLE, pid_alive, processes_mentioning
+from tests.support.cluster import login, wait_for
+
+
+def test_random_search_on_two_agents(local_cluster):
+    cluster = local_cluster(agents=2, slots=2)
+    again = cluster.up()  # running it twice is harmless
+    assert "already running" in again.stdout + again.stderr
+    agents = json.loads(cluster.det("agent", "list", "--json").stdout)
+    assert len(agents) == 2
+
+    created = cluster.det("experiment", "create", str(EXAMPLE / "random.yaml"), str(EXAMPLE), "--json")
+    exp_id = json.loads(created.stdout)["id"]
+    cluster.det("experiment", "wait", str(exp_id), timeout=900)
+
+    described = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
+    assert described["experiment"]["state"] == "STATE_COMPLETED"
+    trials = described["trials"]
+    assert len(trials) == 6
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
+    for t in trials:
+        steps = [m["stepsCompleted"] for m in t["metrics"]["validation"]]
+        assert steps and steps[-1] == 300, steps
+        assert t["metrics"]["training"], "training metrics missing"
+        assert t["checkpoints"] and all(c["state"] == "STATE_COMPLETED" for c in t["checkpoints"])
+    # Never more than max_concurrent_trials (4) at once: 4 slots, and the searcher's limit.
+    assert len({json.dumps(t["hparams"], sort_keys=True) for t in trials}) == 6
+
+    logs = cluster.det("trial", "logs", str(trials[0]["id"])).stdout
+    assert "training {" in logs and "done:" in logs
+    tail = cluster.det("trial", "logs", str(trials[0]["id"]), "--tail", "1").stdout
+    assert len(tail.strip().splitlines()) == 1
+
+    text = cluster.det("experiment", "describe", str(exp_id), "--metrics").stdout
+    assert any(ch in text for ch in "▁▂▃▄▅▆▇█")
+
+    pids = cluster.pids()
+    cluster.down()
+    for pid in [pids["master"], *pids["agents"]]:
+        assert not pid_alive(pid)
+    assert processes_mentioning(str(cluster.data_dir)) == []
+
+
+def test_killed_agent_trial_resumes_on_the_other_agent(local_cluster, tmp_path):
+    cluster = local_cluster(agents=2, slots=1)
+    config = tmp_path / "long.yaml"
+    config.write_text((EXAMPLE / "const.yaml").read_text())
+    created = cluster.det("experiment", "create", str(config), str(EXAMPLE), "--json",
+                          "--config", "searcher.max_length.batches=3000")
+    exp_id = json.loads(created.stdout)["id"]
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
+
+    def first_checkpoint():  # noqa: ANN202
+        trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        return trials and trials[0].get("latestCheckpointUuid") and trials[0]
+
+    trial = wait_for(first_checkpoint, 180, "the first checkpoint")
+    ckpt = trial["latestCheckpointUuid"]
+    agents = s.get(f"{cluster.url}/api/v1/agents").json()["agents"]
+    busy = [a["id"] for a in agents if any(sl["container"] for sl in a["slots"].values())]
+    assert len(busy) == 1
+    index = int(busy[0].rsplit("-", 1)[1])
+    agent_pid = cluster.pids()["agents"][index]
+    # Lose the whole "machine": the agent and the trial it runs.
+    victims = [p for p in processes_mentioning(f"local-agent-{index}")]
+    os.kill(agent_pid, signal.SIGKILL)
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    cluster.det("experiment", "wait", str(exp_id), timeout=600)
+    trial = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}").json()["trial"]
+    assert trial["state"] == "STATE_COMPLETED"
+    assert trial["restarts"] == 0  # a lost agent is not the trial's fault
+    logs = cluster.det("trial", "logs", str(trial["id"])).stdout
+    # It resumed from the checkpoint seen before the kill, or a later one made before the kill.
+    assert "resumed from checkpoint" in logs, logs[-2000:]
+    resumed = [line for line in logs.splitlines() if "resumed from checkpoint" in line]
+    assert ckpt in resumed[0] or int(resumed[0].rsplit(" ", 1)[1]) > trial_steps_at(ckpt, s, cluster.url)
+
+
+def trial_steps_at(ckpt: str, s: requests.Session, url: str) -> int:
+    return s.get(f"{url}/api/v1/checkpoints/{ckpt}").json()["checkpoint"]["metadata"]["steps_completed"]
