@@ -70,6 +70,14 @@ def rng_from_state(state: list) -> random.Random:
     return rng
 
 
+# Searchers whose plan never depends on metrics: the master need not wake them per validation.
+METRIC_BLIND = {"single", "grid", "random"}
+
+
+def uses_validations(name: str) -> bool:
+    return name not in METRIC_BLIND
+
+
 def make_searcher(cfg: "ExperimentConfig") -> Searcher:
     from controlplane.searchers.grid import GridSearcher
     from controlplane.searchers.random import RandomSearcher

@@ -15,6 +15,7 @@ from controlplane.master.db.models import Allocation
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import AuthedUser, token_hash, user_for_token
+from controlplane.master.services.token_cache import TASK_TOKENS, USER_TOKENS
 from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"
@@ -40,15 +41,21 @@ def runtime_of(request: Request) -> MasterRuntime:
     return request.app.state.runtime
 
 
+
+
 async def current_user(request: Request) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise Unauthenticated("missing or malformed Authorization: Bearer token")
-    rt = runtime_of(request)
-    async with rt.sessions() as session:
-        user = await user_for_token(session, token)
+    key = token_hash(token)
+    user = USER_TOKENS.get(key)
     if user is None:
-        raise Unauthenticated("invalid or expired token")
+        rt = runtime_of(request)
+        async with rt.sessions() as session:
+            user = await user_for_token(session, token)
+        if user is None:
+            raise Unauthenticated("invalid or expired token")
+        USER_TOKENS.put(key, user)
     return user
 
 
@@ -56,6 +63,10 @@ async def current_task(request: Request) -> TaskPrincipal | None:
     token = bearer_token(request.headers.get(ALLOCATION_HEADER))
     if token is None:
         return None
+    key = token_hash(token)
+    cached = TASK_TOKENS.get(key)
+    if cached is not None:
+        return cached
     rt = runtime_of(request)
     async with rt.sessions() as session:
         row = (await session.execute(
@@ -68,7 +79,9 @@ async def current_task(request: Request) -> TaskPrincipal | None:
         # A process that outlived its allocation (its agent was declared lost) must not
         # report into a trial that now runs elsewhere.
         raise Unauthenticated(f"allocation {row[0]} has ended; its token is no longer valid")
-    return TaskPrincipal(row[0], row[1], row[2])
+    principal = TaskPrincipal(row[0], row[1], row[2])
+    TASK_TOKENS.put(key, principal)
+    return principal
 
 
 async def user_or_task(request: Request) -> AuthedUser | TaskPrincipal:

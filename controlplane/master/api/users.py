@@ -12,6 +12,7 @@ from controlplane.master.db.models import User
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.services import auth
 from controlplane.master.services.auth import AuthedUser
+from controlplane.master.services.token_cache import USER_TOKENS
 
 
 def user_json(user: User) -> dict:
@@ -46,6 +47,7 @@ async def logout(request: Request) -> dict:
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
+        USER_TOKENS.drop(auth.token_hash(token))
     return {}
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 
 def async_url(url: str) -> str:
@@ -35,18 +38,37 @@ def make_engine(url: str) -> AsyncEngine:
             cur.execute("PRAGMA busy_timeout=30000")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
-            # Take SQLite's write lock at BEGIN (below): a deferred transaction that reads and
-            # then writes fails at once with "database is locked" when another writer won
-            # meanwhile, and busy_timeout does not help there.
+            # We issue BEGIN ourselves (below), so write transactions can take the lock up front.
             dbapi_conn.isolation_level = None
 
         @event.listens_for(engine.sync_engine, "begin")
-        def _begin_immediate(conn) -> None:  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        def _begin(conn) -> None:  # noqa: ANN001
+            # A deferred transaction that reads and then writes fails at once with "database is
+            # locked" when another writer won meanwhile (busy_timeout does not help there), so
+            # write transactions take the write lock at BEGIN; reads stay deferred and never wait.
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN")
 
         return engine
     return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
 
 
-def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
-    return async_sessionmaker(engine, expire_on_commit=False)
+WRITE_OPTION = "controlplane_write"
+
+
+class SessionFactory(async_sessionmaker):
+    """``factory()`` opens a read session; ``factory.begin()`` a write transaction, which on
+    SQLite takes the write lock at BEGIN."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine, expire_on_commit=False)
+        self._write_bind = engine.execution_options(**{WRITE_OPTION: True})
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncSession]:  # type: ignore[override]
+        async with self(bind=self._write_bind) as session:
+            async with session.begin():
+                yield session
+
+
+def make_sessionmaker(engine: AsyncEngine) -> SessionFactory:
+    return SessionFactory(engine)

@@ -12,6 +12,7 @@ from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.services.auth import token_hash
+from controlplane.master.services.token_cache import TASK_TOKENS
 from controlplane.searchers.base import Create
 from controlplane.state import allocation as A
 from controlplane.state import trial as T
@@ -66,6 +67,7 @@ def end_allocation(session: AsyncSession, alloc: Allocation, reason: str, exit_c
     alloc.exit_reason = reason
     alloc.ended_at = utcnow()
     move(session, alloc, A.TERMINATED, reason)
+    TASK_TOKENS.drop(alloc.token_hash)
 
 
 async def latest_checkpoint(session: AsyncSession, trial: Trial) -> Checkpoint | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import case, insert, select, update
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
 from controlplane.common.timeutil import utcnow
@@ -20,6 +20,7 @@ from controlplane.master.api.requests import expect_dict, expect_int, field, par
 from controlplane.master.db.models import Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.runtime import MasterRuntime
+from controlplane.searchers.base import uses_validations as searcher_uses_validations
 
 MAX_REPORTS_PER_BATCH = 100_000
 
@@ -90,6 +91,22 @@ def _searcher_value(metrics: dict, name: str) -> float | None:
     return float(value)
 
 
+# trial id -> (searcher name, searcher metric, smaller is better): fixed once the experiment exists.
+_searcher_of_trial: dict[int, tuple[str, str, bool]] = {}
+
+
+async def _searcher_settings(session, trial_id: int) -> tuple[str, str, bool]:  # noqa: ANN001
+    hit = _searcher_of_trial.get(trial_id)
+    if hit is None:
+        config = await session.scalar(select(Experiment.config).join(Trial, Trial.experiment_id == Experiment.id)
+                                      .where(Trial.id == trial_id))
+        if config is None:
+            raise NotFound(f"trial {trial_id} not found")
+        s = config.get("searcher") or {}
+        hit = _searcher_of_trial[trial_id] = (s.get("name", ""), s.get("metric", ""), bool(s.get("smaller_is_better", True)))
+    return hit
+
+
 async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report]) -> None:
     """Stores every report atomically, then tells the searcher about new validations."""
     if not reports:
@@ -100,32 +117,28 @@ async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report])
         "steps_completed": r.steps_completed, "metrics": r.avg_metrics, "batch_metrics": r.batch_metrics,
         "report_time": r.report_time or now,
     } for r in reports]
+    async with rt.sessions() as session:
+        searcher_name, metric_name, smaller = await _searcher_settings(session, trial_id)
     validations: list[tuple[float, int]] = []
-    async with rt.sessions.begin() as session:
-        row = (await session.execute(
-            select(Trial.total_batches, Trial.searcher_metric_value, Experiment.config)
-            .join(Experiment, Experiment.id == Trial.experiment_id).where(Trial.id == trial_id))).first()
-        if row is None:
-            raise NotFound(f"trial {trial_id} not found")
-        total_batches, best, config = row
-        searcher = config.get("searcher") or {}
-        metric_name = searcher.get("metric", "")
-        smaller = bool(searcher.get("smaller_is_better", True))
-        await session.execute(insert(Metric), rows)
-        for r in reports:
-            total_batches = max(total_batches, r.steps_completed)
-            if r.group != "validation":
-                continue
+    for r in reports:
+        if r.group == "validation":
             value = _searcher_value(r.avg_metrics, metric_name)
-            if value is None:
-                continue
-            validations.append((value, r.steps_completed))
-            if best is None or (value < best if smaller else value > best):
-                best = value
-        await session.execute(update(Trial).where(Trial.id == trial_id)
-                              .values(total_batches=total_batches, searcher_metric_value=best))
-    for value, steps in validations:
-        await rt.orchestrator.validation_reported(trial_id, value, steps)
+            if value is not None:
+                validations.append((value, r.steps_completed))
+    max_steps = max(r.steps_completed for r in reports)
+    values: dict = {"total_batches": case((Trial.total_batches < max_steps, max_steps), else_=Trial.total_batches)}
+    if validations:
+        best = (min if smaller else max)(v for v, _ in validations)
+        better = best < Trial.searcher_metric_value if smaller else best > Trial.searcher_metric_value
+        values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
+                                               else_=Trial.searcher_metric_value)
+    async with rt.sessions.begin() as session:
+        await session.execute(insert(Metric), rows)
+        # One UPDATE computes the new maxima in SQL: no read-modify-write race between reports.
+        await session.execute(update(Trial).where(Trial.id == trial_id).values(**values))
+    if validations and searcher_uses_validations(searcher_name):
+        for value, steps in validations:
+            await rt.orchestrator.validation_reported(trial_id, value, steps)
 
 
 async def trial_metrics(rt: MasterRuntime, trial_id: int, group: str | None) -> list[Metric]:
