@@ -175,7 +175,11 @@ class Metric(Base):
     batch_metrics: Mapped[list | None] = mapped_column(JSON, nullable=True)
     report_time: Mapped[datetime] = _ts()
 
-    __table_args__ = (Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),)
+    __table_args__ = (
+        Index("ix_metrics_trial_group_steps", "trial_id", "metric_group", "steps_completed"),
+        # A retried report (its 200 lost in a crash) is stored once: inserts skip duplicates.
+        Index("uq_metrics_report", "trial_id", "trial_run_id", "metric_group", "steps_completed", unique=True),
+    )
 
 
 class Checkpoint(Base):

@@ -33,6 +33,9 @@ from controlplane.wire import agent_protocol as wire
 log = logging.getLogger("controlplane.orchestrator")
 
 TICK_S = 0.5
+# After a master restart, agents may be in their longest reconnect backoff (the agent caps it
+# at 10 s): their reconnect window starts this much later.
+RESTART_GRACE_S = 10.0
 # An agent that re-registers without an allocation it was running gets this long to deliver
 # the allocation's buffered exit before the allocation is declared lost.
 ORPHAN_GRACE_S = 5.0
@@ -53,7 +56,7 @@ class Orchestrator:
             # After a master restart no agent is connected yet: each gets the reconnect window.
             for agent in (await session.scalars(select(Agent).where(Agent.connected.is_(True)))).all():
                 agent.connected = False
-            now = time.monotonic()
+            now = time.monotonic() + RESTART_GRACE_S
             for agent_id in (await session.scalars(select(Allocation.agent_id).where(
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
                 if agent_id:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, insert, select, update
+from sqlalchemy import case, select, update
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
 from controlplane.common.timeutil import utcnow
@@ -107,6 +107,15 @@ async def _searcher_settings(session, trial_id: int) -> tuple[str, str, bool]:  
     return hit
 
 
+def _insert_ignoring_repeats(session):  # noqa: ANN001, ANN202
+    if session.bind.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert(Metric).on_conflict_do_nothing(
+        index_elements=["trial_id", "trial_run_id", "metric_group", "steps_completed"])
+
+
 async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report]) -> None:
     """Stores every report atomically, then tells the searcher about new validations."""
     if not reports:
@@ -133,7 +142,7 @@ async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report])
         values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
                                                else_=Trial.searcher_metric_value)
     async with rt.sessions.begin() as session:
-        await session.execute(insert(Metric), rows)
+        await session.execute(_insert_ignoring_repeats(session), rows)
         # One UPDATE computes the new maxima in SQL: no read-modify-write race between reports.
         await session.execute(update(Trial).where(Trial.id == trial_id).values(**values))
     if validations and searcher_uses_validations(searcher_name):

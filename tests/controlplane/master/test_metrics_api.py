@@ -63,3 +63,11 @@ async def test_single_report_in_determined_shape(api):
     assert r.status_code == 400 and "progress" in r.json()["message"]
     trial = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]
     assert trial["progress"] == 0.5 and trial["latestValidation"]["totalBatches"] == 10
+
+
+async def test_a_retried_report_is_stored_once(api):
+    _, tid, h = await running_trial(api)
+    body = {"reports": [report("training", 5, {"loss": 1.0}), report("validation", 5, {"loss": 0.9})]}
+    for _ in range(2):  # the first 200 was "lost": the client sends it again
+        assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=h)).status_code == 200
+    assert len((await api.get(f"/api/v1/trials/{tid}/metrics")).json()["metrics"]) == 2
