@@ -47,6 +47,8 @@ def test_master_killed_and_restarted_mid_trial(local_cluster, tmp_path):
         metrics = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}/metrics?group=training").json()["metrics"]
         steps = [m["stepsCompleted"] for m in metrics]
         assert steps == list(range(REPORT_EVERY, 4001, REPORT_EVERY)), "a training report was lost or duplicated"
+        restarted_log = (cluster.data_dir / "logs" / "master-restarted.log").read_text()
+        assert "1 slot(s), 1 running" in restarted_log, "the agent did not re-attach its running trial"
     finally:
         os.killpg(master.pid, signal.SIGTERM)
         master.wait(30)
