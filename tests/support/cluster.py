@@ -48,7 +48,21 @@ def _stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float
         proc.wait(5)
 
 
-class MasterProcess:
+class _Managed:
+    """A child process in its own process group, stopped with the whole group."""
+
+    proc: subprocess.Popen | None = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc)
+
+    def kill9(self) -> None:
+        if self.proc is not None:
+            _stop_group(self.proc, signal.SIGKILL)
+
+
+class MasterProcess(_Managed):
     def __init__(self, data_dir: Path, db_url: str, *, port: int | None = None, extra: dict | None = None) -> None:
         self.data_dir = data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -89,16 +103,7 @@ class MasterProcess:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            _stop_group(self.proc)
-
-    def kill9(self) -> None:
-        if self.proc is not None:
-            _stop_group(self.proc, signal.SIGKILL)
-
-
-class AgentProcess:
+class AgentProcess(_Managed):
     def __init__(self, master: MasterProcess, agent_id: str, slots: int, work_dir: Path) -> None:
         self.master, self.agent_id, self.slots, self.work_dir = master, agent_id, slots, work_dir
         self.log_path = work_dir / f"{agent_id}.log"
@@ -113,14 +118,6 @@ class AgentProcess:
              "--work-dir", str(self.work_dir)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            _stop_group(self.proc)
-
-    def kill9(self) -> None:
-        if self.proc is not None:
-            _stop_group(self.proc, signal.SIGKILL)
 
 
 def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):  # noqa: ANN001, ANN201

@@ -15,8 +15,9 @@ def config(name: str, seed: int = 1, **searcher) -> object:  # noqa: ANN003
                                     "reproducibility": {"experiment_seed": seed}})
 
 
-def run_to_end(searcher) -> list[Create]:  # noqa: ANN001
-    created, pending = [], list(searcher.initial_actions())
+def run_to_end(searcher, pending: list | None = None) -> list[Create]:  # noqa: ANN001
+    """Completes every trial the searcher creates, starting from its initial actions."""
+    created, pending = [], list(searcher.initial_actions() if pending is None else pending)
     while pending:
         action = pending.pop(0)
         if isinstance(action, Create):
@@ -75,15 +76,6 @@ def test_snapshot_restore_continues_identically():
     s = make_searcher(cfg)
     (first,) = s.initial_actions()
     restored = type(s).restore(cfg, s.snapshot())
-    resumed = [first] + run_to_end_from(restored, first.request_id)
+    resumed = [first] + run_to_end(restored, restored.on_trial_exited(first.request_id, "completed"))
     assert [(x.request_id, x.hparams, x.seed) for x in resumed] == [(x.request_id, x.hparams, x.seed) for x in straight]
 
-
-def run_to_end_from(searcher, live_request: str) -> list[Create]:  # noqa: ANN001
-    created, pending = [], list(searcher.on_trial_exited(live_request, "completed"))
-    while pending:
-        action = pending.pop(0)
-        if isinstance(action, Create):
-            created.append(action)
-            pending.extend(searcher.on_trial_exited(action.request_id, "completed"))
-    return created
