@@ -1,11 +1,14 @@
-"""`det agent list` and `det slot list`, both from `GET /api/v1/agents`.
+"""`det agent list|enable|disable` and `det slot list`.
 
-`--json` prints a plain list (agents, or one object per slot) so scripts can `len()` it.
+The lists come from `GET /api/v1/agents`; `--json` prints a plain list (agents, or one object
+per slot) so scripts can `len()` it. `enable` is `POST /api/v1/agents/{id}/enable` (no body);
+`disable` is `POST /api/v1/agents/{id}/disable` with `{"drain": true|false}`.
 """
 
 from __future__ import annotations
 
 import argparse
+from urllib.parse import quote
 
 from controlplane.cli import render
 from controlplane.cli.common import print_json, session_for
@@ -29,6 +32,19 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
                      a.get("draining", ""), ", ".join(a.get("addresses") or [])])
     print(render.table(["Agent ID", "Registered Time", "Connected", "Slots", "Containers", "Resource Pool",
                         "Enabled", "Draining", "Addresses"], rows))
+    return 0
+
+
+def cmd_agent_enable(args: argparse.Namespace) -> int:
+    session_for(args).post(f"/api/v1/agents/{quote(args.agent_id, safe='')}/enable")
+    print(f"Enabled agent {args.agent_id}")
+    return 0
+
+
+def cmd_agent_disable(args: argparse.Namespace) -> int:
+    session_for(args).post(f"/api/v1/agents/{quote(args.agent_id, safe='')}/disable", {"drain": bool(args.drain)})
+    how = "draining: running work finishes" if args.drain else "running work is preempted and moves elsewhere"
+    print(f"Disabled agent {args.agent_id} ({how})")
     return 0
 
 
@@ -65,6 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", aliases=["ls"], help="list agents")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agent_list)
+    p = sub.add_parser("enable", help="let an agent take new work again")
+    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.set_defaults(func=cmd_agent_enable)
+    p = sub.add_parser("disable", help="stop scheduling work on an agent")
+    p.add_argument("agent_id", metavar="AGENT_ID")
+    p.add_argument("--drain", action="store_true", help="let running work finish instead of preempting it")
+    p.set_defaults(func=cmd_agent_disable)
 
     parser = subparsers.add_parser("slot", aliases=["s"], help="slots of the cluster's agents")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

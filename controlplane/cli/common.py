@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from controlplane.cli import master_url
+from controlplane.cli.errors import CliError
 from controlplane.cli.session import Session
 
 TERMINAL_EXPERIMENT_STATES = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
@@ -79,3 +80,32 @@ def searcher_metric(config: Any) -> tuple[str, bool]:
     searcher = (config or {}).get("searcher") if isinstance(config, dict) else None
     searcher = searcher if isinstance(searcher, dict) else {}
     return str(searcher.get("metric") or ""), bool(searcher.get("smaller_is_better", True))
+
+
+def parse_priority(text: Any, what: str = "priority") -> int:
+    """A scheduling priority as the CLI accepts it: an integer from 1 (highest) to 99."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= 99:
+        raise CliError(f"{what} must be an integer from 1 to 99, got {text!r}")
+    return value
+
+
+def parse_weight(text: Any, what: str = "weight") -> float:
+    """A fair-share weight: a finite number > 0."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise CliError(f"{what} must be a number > 0, got {text!r}")
+    return value
+
+
+def format_number(value: Any) -> str:
+    """2.0 -> '2', 0.5 -> '0.5' (weights are floats on the wire)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)

@@ -22,7 +22,10 @@ from controlplane.cli.common import (
     TERMINAL_EXPERIMENT_STATES,
     avg_metrics,
     metric_value,
+    format_number,
     paged,
+    parse_priority,
+    parse_weight,
     positive_id,
     print_json,
     searcher_metric,
@@ -294,6 +297,42 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- set priority / weight / max-slots ------------------------------------------------------
+def parse_max_slots(text: str) -> int | None:
+    """A positive slot cap, or `none` to remove the cap."""
+    if text.strip().lower() in ("none", "null", "unlimited"):
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise CliError(f"max-slots must be a positive integer or 'none', got {text!r}")
+    return value
+
+
+SETTABLE = {  # command -> (v1PatchExperiment resources key, value parser)
+    "priority": ("priority", parse_priority),
+    "weight": ("weight", parse_weight),
+    "max-slots": ("maxSlots", parse_max_slots),
+}
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    """PATCH /api/v1/experiments/{id} with {"id", "resources": {<key>: value}} (v1PatchExperiment)."""
+    key, parse = SETTABLE[args.setting]
+    value = parse(args.value)
+    body = session_for(args).patch(f"/api/v1/experiments/{args.experiment_id}",
+                                   {"id": args.experiment_id, "resources": {key: value}})
+    exp = body.get("experiment") if isinstance(body, dict) else None
+    if args.json:
+        print_json(exp if isinstance(exp, dict) else body)
+        return 0
+    shown = "none" if value is None else format_number(value)
+    print(f"Set {args.setting} of experiment {args.experiment_id} to {shown}")
+    return 0
+
+
 # ---- parser ---------------------------------------------------------------------------------
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("experiment", aliases=["e", "exp"], help="manage experiments")
@@ -335,6 +374,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("experiment_id", metavar="ID", type=positive_id)
     add_log_flags(p)
     p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("set", help="change an experiment's priority, weight or max-slots")
+    settings = p.add_subparsers(dest="setting", metavar="SETTING", required=True)
+    for name, help_text, value_help in (
+            ("priority", "scheduling priority, 1 (highest) to 99 (priority scheduler)", "1..99"),
+            ("weight", "fair-share weight, > 0 (fair_share scheduler)", "WEIGHT"),
+            ("max-slots", "most slots the experiment may use at once ('none' removes the cap)", "N|none")):
+        sp = settings.add_parser(name, help=help_text)
+        sp.add_argument("experiment_id", metavar="ID", type=positive_id)
+        sp.add_argument("value", metavar=value_help)
+        sp.add_argument("--json", action="store_true", help="print the updated experiment as JSON")
+        sp.set_defaults(func=cmd_set)
 
     p = sub.add_parser("config", help="print the experiment's config as YAML")
     p.add_argument("experiment_id", metavar="ID", type=positive_id)

@@ -35,6 +35,36 @@ def experiment(exp_id: int, state: str = "STATE_ACTIVE", username: str = "determ
     }
 
 
+def pool(name: str, scheduler: str = "SCHEDULER_TYPE_PRIORITY", *, compute: bool = False, aux: bool = False,
+         agents: int = 1, available: int = 4, used: int = 0) -> dict:
+    return {"name": name, "description": f"{name} pool", "type": "RESOURCE_POOL_TYPE_STATIC",
+            "schedulerType": scheduler, "schedulerFittingPolicy": "FITTING_POLICY_BEST",
+            "defaultComputePool": compute, "defaultAuxPool": aux, "numAgents": agents,
+            "slotsAvailable": available, "slotsUsed": used, "auxContainersRunning": 0,
+            "maxAuxContainersPerAgent": 100, "preemptible": True, "slotType": "TYPE_CUDA"}
+
+
+def job(job_id: str, exp_id: int, pool_name: str = "default", *, priority: int = 42, weight: float = 1.0,
+        state: str = "STATE_QUEUED", allocated: int = 0, requested: int = 1, username: str = "determined") -> dict:
+    return {"jobId": job_id, "type": "TYPE_EXPERIMENT", "entityId": str(exp_id), "name": f"exp-{exp_id}",
+            "submissionTime": f"2025-03-20T12:00:0{exp_id % 10}Z", "username": username, "userId": 2,
+            "resourcePool": pool_name, "isPreemptible": True, "priority": priority, "weight": weight,
+            "requestedSlots": requested, "allocatedSlots": allocated, "progress": 0.0, "workspaceId": 1,
+            "summary": {"state": state, "jobsAhead": -1}}
+
+
+def default_pools() -> list[dict]:
+    return [pool("default", compute=True, aux=True, agents=2, available=8, used=3),
+            pool("fair", "SCHEDULER_TYPE_FAIR_SHARE", agents=1, available=2)]
+
+
+def default_jobs() -> list[dict]:
+    return [job("job-1", 1, state="STATE_SCHEDULED", allocated=2, requested=2, priority=10),
+            job("job-2", 2, requested=4),
+            job("job-3", 3, priority=50, username="alice"),
+            job("job-4", 4, "fair", weight=2.5, requested=2)]
+
+
 @dataclass
 class FakeState:
     passwords: dict[str, str] = field(default_factory=lambda: {"determined": "", "admin": "", "alice": "s3cret"})
@@ -46,6 +76,12 @@ class FakeState:
     states_on_poll: list[str] = field(default_factory=list)  # experiment 2 walks through these
     requests: list[Recorded] = field(default_factory=list)
     log_delay_s: float = 0.0
+    pools: list[dict] = field(default_factory=default_pools)
+    jobs: list[dict] = field(default_factory=default_jobs)  # queue order, all pools
+    failures: dict[str, tuple[int, str]] = field(default_factory=dict)  # path -> (status, message) to answer
+    job_page_cap: int = 0  # >0: serve at most this many jobs a page (to exercise paging)
+    agent_flags: dict[str, dict] = field(default_factory=lambda: {"local-agent-0": {"enabled": True,
+                                                                                  "draining": False}})
     next_id: int = 3
     counter: int = 0
 
@@ -116,6 +152,8 @@ class Handler(BaseHTTPRequestHandler):
         user = self._user()
         if user is None:
             return self._error(401, "unauthenticated")
+        if url.path in self.state.failures:
+            return self._error(*self.state.failures[url.path])
         if url.path == "/api/v1/auth/logout":
             self.state.tokens = {t: u for t, u in self.state.tokens.items() if u != user}
             return self._send(200, {})
@@ -151,6 +189,8 @@ class Handler(BaseHTTPRequestHandler):
             exp = self.state.experiments.get(exp_id)
             if exp is None:
                 return self._error(404, f"experiment {exp_id} not found")
+            if len(parts) == 4 and method == "PATCH":
+                return self._patch_experiment(exp, json.loads(body or b"{}"))
             if len(parts) == 4:
                 if exp_id == 2 and self.state.states_on_poll:
                     exp["state"] = self.state.states_on_poll.pop(0)
@@ -185,6 +225,22 @@ class Handler(BaseHTTPRequestHandler):
                     "pagination": {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": 1, "total": 1}})
             if parts[4] == "logs":
                 return self._stream_logs(tid, q)
+        if url.path == "/api/v1/resource-pools" and method == "GET":
+            pools = self.state.pools
+            return self._send(200, {"resourcePools": pools, "pagination": {
+                "offset": 0, "limit": 0, "startIndex": 0, "endIndex": len(pools), "total": len(pools)}})
+        if url.path == "/api/v1/job-queues-v2" and method == "GET":
+            return self._jobs_v2(q)
+        if url.path == "/api/v1/job-queues" and method == "POST":
+            return self._update_jobs(json.loads(body or b"{}"))
+        if parts[:3] == ["api", "v1", "agents"] and len(parts) == 5 and method == "POST" \
+                and parts[4] in ("enable", "disable"):
+            flags = self.state.agent_flags.get(parts[3])
+            if flags is None:
+                return self._error(404, f"agent {parts[3]} not found")
+            drain = bool(json.loads(body).get("drain")) if body else False
+            flags.update(enabled=parts[4] == "enable", draining=parts[4] == "disable" and drain)
+            return self._send(200, {"agent": {"id": parts[3], **flags}})
         if url.path == "/api/v1/agents":
             return self._send(200, {"agents": [
                 {"id": "local-agent-0", "connected": True, "registeredTime": "2025-03-20T12:00:00Z",
@@ -196,6 +252,92 @@ class Handler(BaseHTTPRequestHandler):
                                  "container": {"id": "alloc-1", "state": "STATE_RUNNING"},
                                  "device": {"id": 1, "brand": "cpu", "type": "TYPE_CPU"}}}}]})
         return self._error(404, f"no route {method} {url.path}")
+
+    # ---- jobs, pools, experiment patches (scheduler rules as the master enforces them) ----
+    def _pool(self, name: Any) -> dict | None:
+        return next((p for p in self.state.pools if p["name"] == name), None)
+
+    def _scheduler_error(self, pool_name: str, key: str, value: Any, what: str) -> str | None:
+        pool_ = self._pool(pool_name) or {}
+        fair = pool_.get("schedulerType") == "SCHEDULER_TYPE_FAIR_SHARE"
+        if key == "priority":
+            if fair:
+                return (f"{what}: priority applies only under the priority scheduler; pool "
+                        f"{pool_name!r} uses fair_share (set a weight instead)")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 99:
+                return f"{what}: priority must be an integer from 1 to 99, got {value!r}"
+        if key == "weight":
+            if not fair:
+                return (f"{what}: weight applies only under the fair_share scheduler; pool "
+                        f"{pool_name!r} uses priority (set a priority instead)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                return f"{what}: weight must be a number > 0, got {value!r}"
+        return None
+
+    def _jobs_v2(self, q: dict[str, list[str]]) -> None:
+        name = q.get("resourcePool", [None])[0]
+        if name is not None and self._pool(name) is None:
+            return self._error(404, f"pool {name!r} not found")
+        jobs = [j for j in self.state.jobs if name in (None, j["resourcePool"])]
+        out = [{"full": {**j, "summary": {**j["summary"], "jobsAhead": i}}} for i, j in enumerate(jobs)]
+        if q.get("orderBy", [""])[0] == "ORDER_BY_DESC":
+            out.reverse()
+        offset, limit = int(q.get("offset", ["0"])[0]), int(q.get("limit", ["0"])[0])
+        if self.state.job_page_cap:
+            limit = min(limit or self.state.job_page_cap, self.state.job_page_cap)
+        page = out[offset:offset + limit] if limit else out[offset:]
+        return self._send(200, {"jobs": page, "pagination": {
+            "offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + len(page),
+            "total": len(out)}})
+
+    def _update_jobs(self, req: dict) -> None:
+        updates = req.get("updates")
+        if not isinstance(updates, list) or not updates:
+            return self._error(400, "updates: required (a list of job changes)")
+        by_id = {j["jobId"]: j for j in self.state.jobs}
+        for i, u in enumerate(updates):
+            what = f"updates[{i}]"
+            j = by_id.get(u.get("jobId"))
+            if j is None:
+                return self._error(404, f"{what}: job {u.get('jobId')!r} not found")
+            set_keys = [k for k in ("priority", "weight", "resourcePool", "aheadOf", "behindOf")
+                        if u.get(k) is not None]
+            if len(set_keys) != 1:
+                return self._error(400, f"{what}: exactly one change per update, got {set_keys}")
+            key = set_keys[0]
+            value = u[key]
+            problem = self._scheduler_error(j["resourcePool"], key, value, f"{what}.{key}")
+            if problem:
+                return self._error(400, problem)
+            if key in ("priority", "weight"):
+                j[key] = value
+            elif key == "resourcePool":
+                if self._pool(value) is None:
+                    return self._error(400, f"{what}.resourcePool: pool {value!r} not found")
+                j["resourcePool"] = value
+            else:
+                other = by_id.get(value)
+                if other is None:
+                    return self._error(404, f"{what}.{key}: job {value!r} not found")
+                self.state.jobs.remove(j)
+                at = self.state.jobs.index(other)
+                self.state.jobs.insert(at if key == "aheadOf" else at + 1, j)
+        return self._send(200, {})
+
+    def _patch_experiment(self, exp: dict, req: dict) -> None:
+        resources = req.get("resources") or {}
+        for key in ("priority", "weight"):
+            if resources.get(key) is not None:
+                problem = self._scheduler_error(exp["resourcePool"], key, resources[key], f"resources.{key}")
+                if problem:
+                    return self._error(400, problem)
+                exp.setdefault("config", {}).setdefault("resources", {})[key] = resources[key]
+        if "maxSlots" in resources:
+            value = resources["maxSlots"]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                return self._error(400, f"resources.maxSlots: must be a positive integer, got {value!r}")
+            exp.setdefault("config", {}).setdefault("resources", {})["max_slots"] = value
+        return self._send(200, {"experiment": exp})
 
     def _stream_logs(self, tid: int, q: dict[str, list[str]]) -> None:
         import time
@@ -226,6 +368,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         self._handle("POST")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._handle("PATCH")
 
 
 class FakeMaster:

@@ -1,0 +1,133 @@
+"""`det resource-pool list`, `det agent enable/disable` and `det experiment set ...` against the fake master."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def table_rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("|")] for line in out.rstrip("\n").splitlines()[2:]]
+
+
+# ---- resource-pool list ---------------------------------------------------------------------
+def test_resource_pool_list_table(fake_master, det):
+    r = det("resource-pool", "list")
+    assert r.rc == 0, r.err
+    assert [c.strip() for c in r.out.splitlines()[0].split("|")] == [
+        "Name", "Description", "Scheduler", "Agents", "Slots (used/available)", "Default"]
+    assert table_rows(r.out) == [["default", "default pool", "priority", "2", "3/8", "compute, aux"],
+                                 ["fair", "fair pool", "fair_share", "1", "0/2", ""]]
+    assert len(fake_master.calls("GET", "/api/v1/resource-pools")) == 1
+
+
+def test_resource_pool_aliases_and_json(fake_master, det):
+    r = det("rp", "ls", "--json")
+    assert r.rc == 0, r.err
+    pools = json.loads(r.out)
+    assert [p["name"] for p in pools] == ["default", "fair"]
+    assert pools[1]["schedulerType"] == "SCHEDULER_TYPE_FAIR_SHARE"
+    assert det("rp", "list").out == det("resource-pool", "ls").out
+
+
+def test_resource_pool_list_master_error(fake_master, det):
+    fake_master.state.failures["/api/v1/resource-pools"] = (500, "pool registry unavailable")
+    r = det("resource-pool", "list")
+    assert r.rc == 1
+    assert r.err.strip() == "Error: pool registry unavailable"
+    assert "Traceback" not in r.err
+
+
+# ---- agent enable / disable -----------------------------------------------------------------
+def test_agent_disable_without_drain(fake_master, det):
+    r = det("agent", "disable", "local-agent-0")
+    assert r.rc == 0, r.err
+    calls = fake_master.calls("POST", "/api/v1/agents/local-agent-0/disable")
+    assert [json.loads(c.body) for c in calls] == [{"drain": False}]
+    assert r.out.strip() == "Disabled agent local-agent-0 (running work is preempted and moves elsewhere)"
+    assert fake_master.state.agent_flags["local-agent-0"] == {"enabled": False, "draining": False}
+
+
+def test_agent_disable_drain_then_enable(fake_master, det):
+    r = det("agent", "disable", "--drain", "local-agent-0")
+    assert r.rc == 0, r.err
+    assert r.out.strip() == "Disabled agent local-agent-0 (draining: running work finishes)"
+    assert json.loads(fake_master.calls("POST", "/api/v1/agents/local-agent-0/disable")[0].body) == {"drain": True}
+    assert fake_master.state.agent_flags["local-agent-0"] == {"enabled": False, "draining": True}
+    r = det("a", "enable", "local-agent-0")
+    assert r.rc == 0, r.err
+    assert r.out.strip() == "Enabled agent local-agent-0"
+    enable = fake_master.calls("POST", "/api/v1/agents/local-agent-0/enable")
+    assert len(enable) == 1 and enable[0].body == b""
+    assert fake_master.state.agent_flags["local-agent-0"] == {"enabled": True, "draining": False}
+
+
+def test_agent_enable_unknown_agent(fake_master, det):
+    r = det("agent", "enable", "ghost")
+    assert r.rc == 1
+    assert r.err.strip() == "Error: agent ghost not found"
+
+
+# ---- experiment set priority / weight / max-slots -------------------------------------------
+def patches(fake_master, exp_id: int) -> list[dict]:
+    return [json.loads(c.body) for c in fake_master.calls("PATCH", f"/api/v1/experiments/{exp_id}")]
+
+
+def test_experiment_set_priority(fake_master, det):
+    r = det("experiment", "set", "priority", "2", "10")
+    assert r.rc == 0, r.err
+    assert patches(fake_master, 2) == [{"id": 2, "resources": {"priority": 10}}]
+    assert r.out.strip() == "Set priority of experiment 2 to 10"
+
+
+def test_experiment_set_max_slots_and_none(fake_master, det):
+    r = det("e", "set", "max-slots", "2", "4")
+    assert r.rc == 0, r.err
+    assert r.out.strip() == "Set max-slots of experiment 2 to 4"
+    r = det("e", "set", "max-slots", "2", "none")
+    assert r.rc == 0, r.err
+    assert r.out.strip() == "Set max-slots of experiment 2 to none"
+    assert patches(fake_master, 2) == [{"id": 2, "resources": {"maxSlots": 4}},
+                                       {"id": 2, "resources": {"maxSlots": None}}]
+
+
+def test_experiment_set_weight_on_a_fair_share_experiment(fake_master, det):
+    fake_master.state.experiments[2]["resourcePool"] = "fair"
+    r = det("e", "set", "weight", "2", "1.5", "--json")
+    assert r.rc == 0, r.err
+    assert patches(fake_master, 2) == [{"id": 2, "resources": {"weight": 1.5}}]
+    assert json.loads(r.out)["id"] == 2
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["priority", "2", "0"], "priority must be an integer from 1 to 99, got '0'"),
+    (["priority", "2", "abc"], "priority must be an integer from 1 to 99, got 'abc'"),
+    (["weight", "2", "0"], "weight must be a number > 0, got '0'"),
+    (["max-slots", "2", "0"], "max-slots must be a positive integer or 'none', got '0'"),
+])
+def test_experiment_set_client_side_checks(fake_master, det, argv, message):
+    r = det("experiment", "set", *argv)
+    assert r.rc == 1
+    assert r.err.strip() == f"Error: {message}"
+    assert fake_master.calls("PATCH") == []
+
+
+def test_experiment_set_master_rejection(fake_master, det):
+    r = det("experiment", "set", "weight", "2", "3")  # experiment 2 is in a priority pool
+    assert r.rc == 1
+    assert r.err.strip() == ("Error: resources.weight: weight applies only under the fair_share scheduler; "
+                             "pool 'default' uses priority (set a priority instead)")
+    assert "Traceback" not in r.err
+    assert r.out == ""
+
+
+def test_experiment_set_unknown_experiment(fake_master, det):
+    r = det("experiment", "set", "priority", "99", "5")
+    assert r.rc == 1
+    assert r.err.strip() == "Error: experiment 99 not found"
+
+
+def test_experiment_set_needs_a_setting(fake_master, det):
+    assert det("experiment", "set", "color", "2", "red").rc == 2
+    assert det("experiment", "set", "priority", "x", "5").rc == 2
