@@ -21,7 +21,7 @@ SEARCHERS = ("single", "grid", "random")
 # Determined keys accepted and kept without interpretation.
 PASSTHROUGH = {"bind_mounts", "data", "debug", "optimizations", "profiling", "records_per_epoch",
                "scheduling_unit", "workspace", "project", "perform_initial_validation", "log_policies",
-               "integrations", "preemption_timeout", "internal", "min_checkpoint_period", "pbs", "slurm",
+               "integrations", "preemption_timeout", "internal", "pbs", "slurm",
                "tensorboard_storage"}
 STORAGE_KEYS = {
     "shared_fs": ({"host_path"}, {"storage_path", "container_path", "propagation"}),
@@ -39,15 +39,16 @@ class SearcherConfig:
     smaller_is_better: bool = True
     max_trials: int | None = None
     max_concurrent_trials: int = 16
-    max_length: int = 0
-    max_length_raw: dict = field(default_factory=dict)
+    max_length: int | None = None  # the count in max_length_raw's unit; None when not set
+    max_length_raw: dict | None = None
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        length = dict(self.max_length_raw) if self.max_length_raw is not None else None
         out = {"name": self.name, "metric": self.metric, "smaller_is_better": self.smaller_is_better,
-               "max_concurrent_trials": self.max_concurrent_trials, "max_length": dict(self.max_length_raw),
+               "max_concurrent_trials": self.max_concurrent_trials, "max_length": length,
                "source_trial_id": self.source_trial_id, "source_checkpoint_uuid": self.source_checkpoint_uuid,
                **self.extra}
         if self.max_trials is not None:
@@ -97,6 +98,7 @@ class ExperimentConfig:
     reproducibility: ReproducibilityConfig
     environment: EnvironmentConfig
     min_validation_period: dict | None
+    min_checkpoint_period: dict | None
     passthrough: dict
 
     def to_dict(self) -> dict:
@@ -108,13 +110,14 @@ class ExperimentConfig:
             "max_restarts": self.max_restarts,
             "reproducibility": {"experiment_seed": self.reproducibility.experiment_seed},
             "environment": self.environment.to_dict(), "min_validation_period": self.min_validation_period,
+            "min_checkpoint_period": self.min_checkpoint_period,
             **self.passthrough,
         }
 
 
 def _entrypoint(value: Any) -> str | list[str]:
     if value is None:
-        raise ConfigError("entrypoint", "required (a command string or a list of arguments)")
+        raise ConfigError("entrypoint", "required")
     if isinstance(value, str) and value.strip():
         return value
     if isinstance(value, list) and value and all(isinstance(a, str) for a in value):
@@ -142,8 +145,9 @@ def _searcher(raw: Any) -> SearcherConfig:
         cfg.max_trials = f.integer(raw["max_trials"], "searcher.max_trials", minimum=1)
     cfg.max_concurrent_trials = f.integer(f.get(raw, "max_concurrent_trials", path, 16),
                                           "searcher.max_concurrent_trials", minimum=0)
-    cfg.max_length_raw = f.length(f.get(raw, "max_length", path, 0), "searcher.max_length")
-    cfg.max_length = next(iter(cfg.max_length_raw.values()))
+    if raw.get("max_length") is not None:  # unset stays unset: trials then have no searcher operation
+        cfg.max_length_raw = f.length(raw["max_length"], "searcher.max_length")
+        cfg.max_length = next(iter(cfg.max_length_raw.values()))
     if raw.get("source_trial_id") is not None:
         cfg.source_trial_id = f.integer(raw["source_trial_id"], "searcher.source_trial_id", minimum=1)
     if raw.get("source_checkpoint_uuid") is not None:
@@ -204,10 +208,15 @@ def _environment(raw: Any) -> EnvironmentConfig:
     return EnvironmentConfig(env_vars, {k: v for k, v in raw.items() if k != "environment_variables"})
 
 
+def _period(raw: dict, key: str) -> dict | None:
+    return f.length(raw[key], key) if raw.get(key) is not None else None
+
+
 def parse_experiment_config(raw: Any) -> ExperimentConfig:
     raw = f.mapping(raw, "")
     known = {"name", "description", "labels", "entrypoint", "hyperparameters", "searcher", "resources",
-             "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period"}
+             "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
+             "min_checkpoint_period"}
     f.no_unknown(raw, known | PASSTHROUGH, "")
     labels = raw.get("labels") or []
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -218,7 +227,6 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
     # An unseeded experiment gets a seed now, so the stored config replays it exactly.
     seed = random.SystemRandom().randrange(2**31) if seed is None else \
         f.integer(seed, "reproducibility.experiment_seed", minimum=0)
-    mvp = raw.get("min_validation_period")
     cfg = ExperimentConfig(
         name=f.string(raw["name"], "name") if raw.get("name") is not None else None,
         description=f.string(raw.get("description") or "", "description"),
@@ -231,7 +239,8 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
         max_restarts=f.integer(f.get(raw, "max_restarts", "", 5), "max_restarts", minimum=0),
         reproducibility=ReproducibilityConfig(seed),
         environment=_environment(raw.get("environment")),
-        min_validation_period=f.length(mvp, "min_validation_period") if mvp is not None else None,
+        min_validation_period=_period(raw, "min_validation_period"),
+        min_checkpoint_period=_period(raw, "min_checkpoint_period"),
         passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH},
     )
     if cfg.searcher.name == "grid":

@@ -73,8 +73,8 @@ def _count(raw: dict, path: str) -> int | None:
 def _range(raw: dict, path: str, read) -> tuple:  # noqa: ANN001
     lo = read(f.get(raw, "minval", path), f.join(path, "minval"))
     hi = read(f.get(raw, "maxval", path), f.join(path, "maxval"))
-    if lo > hi:
-        raise ConfigError(f.join(path, "minval"), f"must be <= maxval ({hi}), got {lo}")
+    if lo >= hi:
+        raise ConfigError(f.join(path, "minval"), f"must be < maxval ({hi}), got {lo}")
     return lo, hi
 
 
@@ -87,7 +87,7 @@ def parse_one(raw: Any, path: str) -> Hparam:
     keys = {"const": {"type", "val"}, "int": {"type", "minval", "maxval", "count"},
             "double": {"type", "minval", "maxval", "count"}, "log": {"type", "base", "minval", "maxval", "count"},
             "categorical": {"type", "vals"}}
-    if kind not in keys:
+    if not isinstance(kind, str) or kind not in keys:
         raise ConfigError(f.join(path, "type"),
                           f"must be one of const, int, double, log, categorical, got {kind!r}")
     f.no_unknown(raw, keys[kind], path)
@@ -109,7 +109,8 @@ def parse_one(raw: Any, path: str) -> Hparam:
 
 
 def parse_hyperparameters(raw: Any) -> dict[str, Hparam]:
-    return {str(k): parse_one(v, f.join("hyperparameters", str(k))) for k, v in f.mapping(raw, "hyperparameters").items()}
+    raw = f.mapping(raw, "hyperparameters")
+    return {str(k): parse_one(v, f.join("hyperparameters", str(k))) for k, v in raw.items()}
 
 
 def to_dict(hps: dict[str, Hparam]) -> dict:
