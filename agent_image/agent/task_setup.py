@@ -53,7 +53,8 @@ def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id
         write_private_json(info_dir / "trial.json", msg.trial_info)
     write_private_json(
         info_dir / "rendezvous.json",
-        {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [len(msg.slot_ids)]},
+        {"container_addrs": list(msg.container_addrs) or ["127.0.0.1"], "container_rank": msg.rank,
+         "container_slot_counts": list(msg.container_slot_counts) or [len(msg.slot_ids)]},
     )
 
 

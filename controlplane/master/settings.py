@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from controlplane.config.errors import ConfigError
+from controlplane.master.pools import PoolConfig, parse_pools
 
 
 @dataclass
@@ -31,9 +32,16 @@ class MasterSettings:
     # A paused or preempted trial that has not exited this long after the signal is killed.
     preemption_timeout_s: float = 60.0
     # Pools the master knows; agents of other pools are refused.
-    resource_pools: list[dict[str, Any]] = field(default_factory=lambda: [{"pool_name": "default"}])
+    pools: list[PoolConfig] = field(default_factory=lambda: parse_pools(None, None)[0])
     default_resource_pool: str = "default"
+    default_aux_pool: str = "default"
     log_level: str = "INFO"
+
+    def pool(self, name: str) -> PoolConfig | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    def pool_names(self) -> list[str]:
+        return [p.name for p in self.pools]
 
     def resolved_db_url(self) -> str:
         return self.db_url or f"sqlite:///{self.data_dir / 'master.db'}"
@@ -71,9 +79,12 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     port = raw.get("port", 8080)
     if not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigError("port", f"must be an integer in 1..65535, got {port!r}")
-    pools = raw.get("resource_pools") or [{"pool_name": "default"}]
-    if not isinstance(pools, list) or not all(isinstance(x, dict) and x.get("pool_name") for x in pools):
-        raise ConfigError("resource_pools", "must be a list of mappings, each with a pool_name")
+    rm = dict(raw.get("resource_manager") or {})
+    for top, key in (("default_compute_pool", "default_compute_resource_pool"),
+                     ("default_aux_pool", "default_aux_resource_pool")):
+        if raw.get(top) and not rm.get(key):
+            rm[key] = raw[top]
+    pools, default_compute, default_aux = parse_pools(raw.get("resource_pools"), rm)
     settings = MasterSettings(
         data_dir=data_dir,
         db_url=str(db.get("url", "")),
@@ -82,8 +93,9 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         join_token=join_token,
         cluster_name=str(raw.get("cluster_name", "controlplane")),
         checkpoint_storage=dict(raw.get("checkpoint_storage") or {}),
-        resource_pools=pools,
-        default_resource_pool=str(raw.get("default_compute_pool", pools[0]["pool_name"])),
+        pools=pools,
+        default_resource_pool=default_compute,
+        default_aux_pool=default_aux,
         log_level=str(raw.get("log_level", "INFO")),
     )
     for key, attr in (

@@ -65,6 +65,10 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # Content of info/trial.json (reference §4.3); None for non-trial tasks.
     trial_info: dict | None = None
     kill_grace_seconds: float = 10.0
+    # A gang across agents: this agent runs rank `rank` of len(container_addrs) (rendezvous.json).
+    rank: int = 0
+    container_addrs: list[str] = []
+    container_slot_counts: list[int] = []
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):

@@ -7,13 +7,16 @@ import hmac
 import logging
 
 import msgspec
-from litestar import Request, WebSocket, get, websocket
+from litestar import Request, WebSocket, get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from sqlalchemy import select
 
 from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import bearer_token, current_user, runtime_of
 from controlplane.master.db.models import Agent, Allocation
+from controlplane.master.api.requests import read_json
+from controlplane.master.errors import NotFound
+from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.services import logs as log_service
 from controlplane.state import allocation as A
@@ -51,12 +54,13 @@ async def agent_socket(socket: WebSocket) -> None:
     if not isinstance(first, wire.Register):
         await _close_quietly(socket, CLOSE_BAD_MESSAGE, "the first message must be register")
         return
-    pools = {p["pool_name"] for p in rt.settings.resource_pools}
+    pools = set(rt.settings.pool_names())
     if first.pool not in pools:
         await _close_quietly(socket, CLOSE_BAD_MESSAGE, f"unknown resource pool {first.pool!r}")
         return
     conn = AgentConnection(agent_id=first.agent_id, pool=first.pool, slots=list(first.slots),
-                           running_at_register=frozenset(first.running))
+                           running_at_register=frozenset(first.running),
+                           address=(first.addresses or ["127.0.0.1"])[0])
     registered = await rt.orchestrator.agent_registered(conn, first)
     await socket.send_text(wire.encode(registered).decode())
     writer = asyncio.create_task(_writer(socket, conn))
@@ -122,13 +126,50 @@ async def list_agents(request: Request) -> dict:
     rt = runtime_of(request)
     async with rt.sessions() as session:
         agents = (await session.scalars(select(Agent).order_by(Agent.id))).all()
-        use: dict[str, dict[int, str]] = {}
-        for alloc_id, agent_id, slot_ids in (await session.execute(
-                select(Allocation.id, Allocation.agent_id, Allocation.slot_ids)
-                .where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-            for sid in slot_ids or []:
-                use.setdefault(agent_id, {})[sid] = alloc_id
+        use = await _slot_use(session)
     return {"agents": [agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections) for a in agents]}
 
 
-ROUTES = [agent_socket, list_agents]
+async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
+    use: dict[str, dict[int, str]] = {}
+    for alloc in (await session.scalars(select(Allocation).where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+        for r in gang.resources_of(alloc):
+            for sid in r["slot_ids"]:
+                use.setdefault(r["agent_id"], {})[sid] = alloc.id
+    return use
+
+
+def _toggle(enable: bool):  # noqa: ANN202
+    action = "enable" if enable else "disable"
+
+    @post(f"/api/v1/agents/{{agent_id:str}}/{action}", operation_id=f"{action.title()}Agent", tags=["agents"],
+          status_code=200, name=f"agent-{action}")
+    async def handler(request: Request, agent_id: str) -> dict:
+        """disable: no new work; without drain, running work is preempted (it checkpoints and
+        resumes elsewhere); with drain, it finishes here."""
+        await current_user(request)
+        body = await read_json(request)
+        drain = bool(isinstance(body, dict) and body.get("drain"))
+        rt = runtime_of(request)
+        async with rt.orchestrator.transaction() as session:
+            agent = await session.get(Agent, agent_id)
+            if agent is None:
+                raise NotFound(f"agent {agent_id} not found")
+            agent.enabled, agent.draining = enable, (not enable and drain)
+            if not enable and not drain:
+                for alloc in (await session.scalars(select(Allocation).where(
+                        Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+                    if agent_id in gang.agents_of(alloc):
+                        rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
+            use = await _slot_use(session)
+            out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections)
+        rt.orchestrator.wake()
+        return {"agent": out}
+
+    return handler
+
+
+enable_agent = _toggle(True)
+disable_agent = _toggle(False)
+
+ROUTES = [agent_socket, list_agents, enable_agent, disable_agent]

@@ -6,6 +6,7 @@ from controlplane.master.api import (
     checkpoints,
     experiments,
     info,
+    jobs,
     logs,
     metrics,
     tasks,
@@ -36,4 +37,5 @@ ALL = [
     *logs.ROUTES,
     *metrics.ROUTES,
     *checkpoints.ROUTES,
+    *jobs.ROUTES,
 ]

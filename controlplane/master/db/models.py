@@ -80,6 +80,11 @@ class Experiment(Base):
     context_hash: Mapped[str] = mapped_column(String(64))
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
     job_id: Mapped[str] = mapped_column(String(64), unique=True)
+    # Job-queue settings (det job update / det experiment set); None priority = the pool's default.
+    priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    max_slots: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    queue_position: Mapped[float] = mapped_column(Float, default=0.0)  # lower runs first among equals
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     notes: Mapped[str] = mapped_column(Text, default="")
@@ -119,8 +124,12 @@ class Allocation(Base):
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
     slots_needed: Mapped[int] = mapped_column(Integer, default=1)
     priority: Mapped[int] = mapped_column(Integer, default=42)
-    agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    slot_ids: Mapped[list] = mapped_column(JSON, default=list)
+    agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)  # rank 0's agent
+    slot_ids: Mapped[list] = mapped_column(JSON, default=list)  # rank 0's slots
+    # Every agent of the gang: [{"agent_id", "slot_ids", "rank", "started", "exited", "exit_code"}].
+    resources: Mapped[list] = mapped_column(JSON, default=list)
+    # Killed by the master after ignoring a preemption: re-queued, not counted as a failure.
+    killed_for_preemption: Mapped[bool] = mapped_column(Boolean, default=False)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the session token
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)

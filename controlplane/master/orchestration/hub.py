@@ -18,6 +18,7 @@ class AgentConnection:
     registered_at: float = field(default_factory=time.monotonic)
     # Allocations the agent said it still ran when it (re)registered.
     running_at_register: frozenset[str] = frozenset()
+    address: str = "127.0.0.1"  # where other ranks of a gang reach this agent
 
     def send(self, msg: wire.MasterMessage) -> None:
         self.outbox.put_nowait(msg)

@@ -18,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
-from controlplane.master.orchestration import lifecycle, searcher_runtime
+from controlplane.master.orchestration import gang, lifecycle, searcher_runtime, snapshot
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
 from controlplane.master.runtime import MasterRuntime
-from controlplane.scheduler import fifo
+from controlplane.scheduler import planner
 from controlplane.searchers.base import Create, Shutdown, Stop
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
@@ -57,9 +57,9 @@ class Orchestrator:
             for agent in (await session.scalars(select(Agent).where(Agent.connected.is_(True)))).all():
                 agent.connected = False
             now = time.monotonic() + RESTART_GRACE_S
-            for agent_id in (await session.scalars(select(Allocation.agent_id).where(
+            for alloc in (await session.scalars(select(Allocation).where(
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-                if agent_id:
+                for agent_id in gang.agents_of(alloc):
                     self.rt.hub.away_since.setdefault(agent_id, now)
         self._task = asyncio.create_task(self._loop(), name="orchestrator")
 
@@ -183,10 +183,12 @@ class Orchestrator:
             agent.last_seen = now
             for alloc_id in reg.running:
                 alloc = await session.get(Allocation, alloc_id)
-                if alloc is None or alloc.state == A.TERMINATED or alloc.agent_id != reg.agent_id:
+                if alloc is None or alloc.state == A.TERMINATED or reg.agent_id not in gang.agents_of(alloc):
                     kill.append(alloc_id)
-                elif alloc.state == A.ASSIGNED:
-                    await self._mark_started(session, alloc, "running on the agent (seen at reconnect)")
+                else:
+                    gang.mark_started(alloc, reg.agent_id)
+                    if alloc.state == A.ASSIGNED:
+                        await self._mark_started(session, alloc, "running on the agent (seen at reconnect)")
             old = self.rt.hub.attach(conn)
             if old is not None:
                 old.outbox.put_nowait(None)  # stop the stale writer
@@ -209,16 +211,21 @@ class Orchestrator:
     async def task_started(self, agent_id: str, msg: wire.TaskStarted) -> None:
         async with self.transaction() as session:
             alloc = await session.get(Allocation, msg.allocation_id)
-            if alloc is None or alloc.agent_id != agent_id or alloc.state != A.ASSIGNED:
+            if alloc is None or alloc.state == A.TERMINATED or not gang.mark_started(alloc, agent_id):
                 return
-            await self._mark_started(session, alloc, f"process {msg.pid} started on {agent_id}")
+            if alloc.state == A.ASSIGNED:
+                await self._mark_started(session, alloc, f"process {msg.pid} started on {agent_id}")
 
     async def task_exited(self, agent_id: str, msg: wire.TaskExited) -> None:
         async with self.transaction() as session:
             alloc = await session.get(Allocation, msg.allocation_id)
-            if alloc is None or alloc.agent_id != agent_id or alloc.state == A.TERMINATED:
+            if alloc is None or alloc.state == A.TERMINATED or not gang.mark_exited(alloc, agent_id, msg.exit_code):
                 return  # a repeat (sent again after a reconnect) or a stale allocation
-            await self._allocation_ended(session, alloc, msg.exit_code, msg.reason, agent_lost=False)
+            if not gang.all_exited(alloc):
+                if msg.exit_code != 0:  # one rank failed: the gang stops together
+                    self._kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}")
+                return
+            await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc), msg.reason, agent_lost=False)
         self.wake()
 
     async def validation_reported(self, trial_id: int, metric: float, steps_completed: int) -> None:
@@ -282,11 +289,11 @@ class Orchestrator:
             if alloc is not None and alloc.state == A.PENDING:
                 lifecycle.end_allocation(session, alloc, "experiment paused before it was placed")
             elif alloc is not None:
-                self._request_preemption(alloc, "experiment paused")
+                self.request_preemption(alloc, "experiment paused")
         elif trial.state == T.RUNNING:
             move(session, trial, T.PAUSED, "experiment paused")
             if alloc is not None:
-                self._request_preemption(alloc, "experiment paused")
+                self.request_preemption(alloc, "experiment paused")
 
     async def _stop_trial(self, session: AsyncSession, trial: Trial) -> None:
         alloc = await lifecycle.live_allocation(session, trial.id)
@@ -297,7 +304,7 @@ class Orchestrator:
         elif trial.state == T.RUNNING:
             move(session, trial, T.STOPPING_COMPLETED, "stopped early by the searcher")
             if alloc is not None:
-                self._request_preemption(alloc, "stopped early by the searcher")
+                self.request_preemption(alloc, "stopped early by the searcher")
 
     async def _kill_trial(self, session: AsyncSession, trial: Trial, reason: str) -> None:
         alloc = await lifecycle.live_allocation(session, trial.id)
@@ -307,9 +314,14 @@ class Orchestrator:
             lifecycle.finish_trial(session, trial, T.CANCELED, reason)
             return
         move(session, trial, T.STOPPING_KILLED, reason)
-        self._send_after_commit(alloc.agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+        self._kill_allocation(alloc, reason)
 
-    def _request_preemption(self, alloc: Allocation, reason: str) -> None:
+    def _kill_allocation(self, alloc: Allocation, reason: str) -> None:
+        for agent_id in gang.live_agents(alloc):
+            self._send_after_commit(agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+        log.info("killing %s: %s", alloc.id, reason)
+
+    def request_preemption(self, alloc: Allocation, reason: str) -> None:
         if not alloc.preempt_requested:
             alloc.preempt_requested = True
             alloc.preempt_requested_at = utcnow()
@@ -344,7 +356,7 @@ class Orchestrator:
                 if trial.state == T.RUNNING:
                     move(session, trial, T.QUEUED, f"agent {alloc.agent_id} lost; resumes from its checkpoint")
                 lifecycle.queue_allocation(session, exp, trial, "agent lost")
-            elif exit_code == 0 and alloc.preempt_acked:
+            elif (exit_code == 0 and alloc.preempt_acked) or alloc.killed_for_preemption:
                 if trial.state == T.RUNNING:
                     move(session, trial, T.QUEUED, "preempted; resumes from its checkpoint")
                 lifecycle.queue_allocation(session, exp, trial, "preempted")
@@ -400,12 +412,11 @@ class Orchestrator:
         lost = [a for a, since in self.rt.hub.away_since.items() if now - since > wait]
         for agent_id in lost:
             del self.rt.hub.away_since[agent_id]
-            allocs = (await session.scalars(select(Allocation).where(
-                Allocation.agent_id == agent_id, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+            allocs = await self._live_allocations_on(session, agent_id)
             if allocs:
                 log.warning("agent %s stayed away past %.0fs: re-queueing %d allocation(s)", agent_id, wait, len(allocs))
             for alloc in allocs:
-                await self._allocation_ended(session, alloc, None, f"agent {agent_id} lost", agent_lost=True)
+                await self._allocation_lost(session, alloc, f"agent {agent_id} lost")
 
     async def _reap_orphans(self, session: AsyncSession) -> None:
         """Allocations an agent should run but did not list when it re-registered."""
@@ -413,14 +424,23 @@ class Orchestrator:
         for conn in list(self.rt.hub.connections.values()):
             if now - conn.registered_at < ORPHAN_GRACE_S:
                 continue
-            allocs = (await session.scalars(select(Allocation).where(
-                Allocation.agent_id == conn.agent_id, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
-            for alloc in allocs:
+            for alloc in await self._live_allocations_on(session, conn.agent_id):
                 assigned = aware(alloc.assigned_at)
                 registered_wall = utcnow() - timedelta(seconds=now - conn.registered_at)
-                if assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register:
-                    await self._allocation_ended(session, alloc, None,
-                                                 f"agent {conn.agent_id} restarted without it", agent_lost=True)
+                mine = next(r for r in gang.resources_of(alloc) if r["agent_id"] == conn.agent_id)
+                if (assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register
+                        and not mine.get("exited")):
+                    await self._allocation_lost(session, alloc, f"agent {conn.agent_id} restarted without it")
+
+    async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:
+        allocs = (await session.scalars(select(Allocation).where(
+            Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+        return [a for a in allocs if agent_id in gang.agents_of(a)]
+
+    async def _allocation_lost(self, session: AsyncSession, alloc: Allocation, reason: str) -> None:
+        """An agent of the gang is gone: stop the other ranks and re-queue without a restart."""
+        self._kill_allocation(alloc, reason)
+        await self._allocation_ended(session, alloc, None, reason, agent_lost=True)
 
     async def _enforce_preemption_timeouts(self, session: AsyncSession) -> None:
         deadline = utcnow() - timedelta(seconds=self.rt.settings.preemption_timeout_s)
@@ -430,39 +450,35 @@ class Orchestrator:
         for alloc in allocs:
             log.warning("allocation %s ignored its preemption signal: killing it", alloc.id)
             alloc.preempt_requested_at = utcnow()  # do not resend every tick
-            self._send_after_commit(alloc.agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+            alloc.killed_for_preemption = True
+            self._kill_allocation(alloc, "preemption timeout")
 
     async def _schedule(self, session: AsyncSession) -> None:
-        pending_rows = (await session.scalars(select(Allocation).where(Allocation.state == A.PENDING)
-                                              .order_by(Allocation.created_at, Allocation.id))).all()
-        if not pending_rows:
+        snap = await snapshot.take(session, self.rt)
+        if not snap.pending:
             return
-        used: dict[str, set[int]] = {}
-        for agent_id, slot_ids in (await session.execute(select(Allocation.agent_id, Allocation.slot_ids).where(
-                Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-            used.setdefault(agent_id, set()).update(slot_ids or [])
-        flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
-        agents = [
-            fifo.AgentSnapshot(
-                agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
-                used_slot_ids=frozenset(used.get(c.agent_id, ())),
-                schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
-            )
-            for c in self.rt.hub.connections.values()
-        ]
-        pending = [fifo.PendingRequest(a.id, a.resource_pool, a.slots_needed) for a in pending_rows]
-        by_id = {a.id: a for a in pending_rows}
-        for placement in fifo.plan(pending, agents):
-            alloc = by_id[placement.allocation_id]
+        plan = planner.plan(snap.pools, snap.pending, snap.running, snap.agents, time.time())
+        for preemption in plan.preemptions:
+            alloc = snap.running_rows.get(preemption.allocation_id)
+            if alloc is not None:
+                self.request_preemption(alloc, preemption.reason)
+        addresses = {c.agent_id: c.address for c in self.rt.hub.connections.values()}
+        for placement in plan.placements:
+            alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
             exp = await session.get(Experiment, trial.experiment_id)
             owner = await session.scalar(select(User.username).where(User.id == exp.owner_id))
             latest = await lifecycle.latest_checkpoint(session, trial)
-            alloc.agent_id = placement.agent_id
-            alloc.slot_ids = list(placement.slot_ids)
+            gang.assign(alloc, placement.resources)
             alloc.assigned_at = utcnow()
             token = lifecycle.mint_token(alloc)
-            move(session, alloc, A.ASSIGNED, f"placed on {placement.agent_id} slots {list(placement.slot_ids)}")
-            self._send_after_commit(placement.agent_id, start_message(
-                exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
-                self.rt.settings.kill_grace_s))
+            where = ", ".join(f"{agent} slots {list(slots)}" for agent, slots in placement.resources)
+            move(session, alloc, A.ASSIGNED, f"placed on {where}")
+            container_addrs = [addresses.get(agent, "127.0.0.1") for agent, _ in placement.resources]
+            slot_counts = [len(slots) for _, slots in placement.resources]
+            for rank, (agent_id, slots) in enumerate(placement.resources):
+                msg = start_message(exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
+                                    self.rt.settings.kill_grace_s)
+                msg.slot_ids = list(slots)
+                msg.rank, msg.container_addrs, msg.container_slot_counts = rank, container_addrs, slot_counts
+                self._send_after_commit(agent_id, msg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import yaml
@@ -44,12 +45,17 @@ def validated_config(rt: MasterRuntime, body: dict) -> tuple[dict, str]:
             storage.setdefault(key, default)
         cfg["checkpoint_storage"] = storage
     resources = cfg.setdefault("resources", {})
-    pools = [p["pool_name"] for p in rt.settings.resource_pools]
+    pools = rt.settings.pool_names()
     pool = resources.get("resource_pool") or rt.settings.default_resource_pool
     if pool not in pools:
         raise BadRequest(f"invalid experiment config: resources.resource_pool: unknown pool {pool!r} "
                          f"(pools: {', '.join(pools)})")
     resources["resource_pool"] = pool
+    from controlplane.master.services.jobs import shape_problem
+
+    problem = shape_problem(rt, pool, int(resources.get("slots_per_trial", 1)))
+    if problem:
+        raise BadRequest(f"invalid experiment config: resources.slots_per_trial: {problem}")
     return cfg, text
 
 
@@ -66,6 +72,8 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: dict) -> 
         config=cfg, original_config=text, owner_id=user.id, searcher_type=cfg["searcher"]["name"],
         searcher_state=None, model_definition=archive, context_hash=digest,
         resource_pool=cfg["resources"]["resource_pool"], job_id=str(uuid.uuid4()), progress=0.0,
+        priority=cfg["resources"].get("priority"), weight=float(cfg["resources"].get("weight") or 1.0),
+        max_slots=cfg["resources"].get("max_slots"), queue_position=time.time(),
         archived=False, notes="", start_time=utcnow(),
     )
     if field(body, "validateOnly", False):

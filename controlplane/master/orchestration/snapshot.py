@@ -1,0 +1,87 @@
+"""What the scheduler sees: pending and running allocations, live agents and pool policies,
+read from the database and the agent hub as plain values for the pure planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import aware
+from controlplane.master.db.models import Agent, Allocation, Experiment, Trial
+from controlplane.master.orchestration import gang
+from controlplane.master.runtime import MasterRuntime
+from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
+from controlplane.state import allocation as A
+
+
+@dataclass
+class SchedulingSnapshot:
+    pools: dict[str, PoolPolicy]
+    pending: list[Request]
+    running: list[Running]
+    agents: list[AgentSnapshot]
+    pending_rows: dict[str, Allocation]
+    running_rows: dict[str, Allocation]
+
+
+def job_priority(exp: Experiment, policy: PoolPolicy | None) -> int:
+    if exp.priority is not None:
+        return exp.priority
+    configured = (exp.config.get("resources") or {}).get("priority")
+    if configured is not None:
+        return int(configured)
+    return policy.default_priority if policy else 42
+
+
+def _ts(value) -> float:  # noqa: ANN001
+    value = aware(value)
+    return value.timestamp() if value is not None else 0.0
+
+
+async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
+    pools = {p.name: p.policy for p in rt.settings.pools}
+    rows = (await session.execute(
+        select(Allocation, Experiment).join(Trial, Trial.id == Allocation.trial_id)
+        .join(Experiment, Experiment.id == Trial.experiment_id)
+        .where(Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING)))
+        .order_by(Allocation.created_at, Allocation.id))).all()
+    pending: list[Request] = []
+    running: list[Running] = []
+    pending_rows: dict[str, Allocation] = {}
+    running_rows: dict[str, Allocation] = {}
+    used: dict[str, set[int]] = {}
+    zero_slot: dict[str, int] = {}
+    for alloc, exp in rows:
+        priority = job_priority(exp, pools.get(alloc.resource_pool))
+        if alloc.state == A.PENDING:
+            pending_rows[alloc.id] = alloc
+            pending.append(Request(
+                allocation_id=alloc.id, job_id=exp.job_id, pool=alloc.resource_pool, slots_needed=alloc.slots_needed,
+                priority=priority, weight=exp.weight, max_slots=exp.max_slots, queue_position=exp.queue_position,
+                submitted_at=_ts(exp.start_time)))
+            continue
+        running_rows[alloc.id] = alloc
+        resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
+        for agent_id, slots in resources:
+            used.setdefault(agent_id, set()).update(slots)
+        zero_agent = None
+        if alloc.slots_needed == 0 and gang.agents_of(alloc):
+            zero_agent = gang.agents_of(alloc)[0]
+            zero_slot[zero_agent] = zero_slot.get(zero_agent, 0) + 1
+        running.append(Running(
+            allocation_id=alloc.id, job_id=exp.job_id, pool=alloc.resource_pool, resources=resources,
+            priority=priority, weight=exp.weight, started_at=_ts(alloc.assigned_at),
+            preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent))
+    flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
+    agents = [
+        AgentSnapshot(
+            agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
+            used_slot_ids=frozenset(used.get(c.agent_id, ())),
+            schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
+            zero_slot_tasks=zero_slot.get(c.agent_id, 0),
+        )
+        for c in rt.hub.connections.values()
+    ]
+    return SchedulingSnapshot(pools, pending, running, agents, pending_rows, running_rows)

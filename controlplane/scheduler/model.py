@@ -1,0 +1,75 @@
+"""The planner's inputs and outputs: plain frozen values, no database, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PoolPolicy:
+    name: str
+    scheduler: str = "priority"  # "priority" | "fair_share"
+    preemption: bool = True
+    default_priority: int = 42
+    fitting_policy: str = "best"  # "best" | "worst"
+    max_zero_slot_per_agent: int = 100
+
+
+@dataclass(frozen=True)
+class Request:
+    """A PENDING allocation."""
+
+    allocation_id: str
+    job_id: str
+    pool: str
+    slots_needed: int
+    priority: int = 42  # 1..99, lower runs first
+    weight: float = 1.0
+    max_slots: int | None = None  # for the whole job
+    queue_position: float = 0.0
+    submitted_at: float = 0.0
+    preemptible: bool = True
+
+
+@dataclass(frozen=True)
+class Running:
+    """An allocation holding slots now."""
+
+    allocation_id: str
+    job_id: str
+    pool: str
+    resources: tuple[tuple[str, tuple[int, ...]], ...]  # (agent, slots) per rank; () for zero-slot
+    priority: int = 42
+    weight: float = 1.0
+    started_at: float = 0.0
+    preemptible: bool = True
+    preempting: bool = False
+    zero_slot_agent: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentSnapshot:
+    agent_id: str
+    pool: str
+    slot_ids: tuple[int, ...]
+    used_slot_ids: frozenset[int]
+    schedulable: bool = True
+    zero_slot_tasks: int = 0
+
+
+@dataclass(frozen=True)
+class Placement:
+    allocation_id: str
+    resources: tuple[tuple[str, tuple[int, ...]], ...]  # one entry per agent; rank = index
+
+
+@dataclass(frozen=True)
+class Preemption:
+    allocation_id: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    placements: list[Placement] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
