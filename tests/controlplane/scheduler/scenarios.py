@@ -1,0 +1,26 @@
+"""Builders for scheduler scenarios: short names for agents, requests and running work."""
+
+from __future__ import annotations
+
+from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
+
+NOW = 1_000.0
+
+
+def agent(agent_id: str, slots: int, used: tuple[int, ...] = (), pool: str = "default", schedulable: bool = True,
+          zero: int = 0) -> AgentSnapshot:
+    return AgentSnapshot(agent_id, pool, tuple(range(slots)), frozenset(used), schedulable, zero)
+
+
+def req(alloc: str, slots: int, job: str | None = None, priority: int = 42, pool: str = "default",
+        submitted: float = 0.0, position: float = 0.0, weight: float = 1.0, max_slots: int | None = None) -> Request:
+    return Request(alloc, job or alloc, pool, slots, priority, weight, max_slots, position, submitted)
+
+
+def running(alloc: str, where: dict[str, tuple[int, ...]], job: str | None = None, priority: int = 42,
+            started: float = 0.0, preempting: bool = False, weight: float = 1.0) -> Running:
+    return Running(alloc, job or alloc, "default", tuple(where.items()), priority, weight, started, True, preempting)
+
+
+def pools(**kw) -> dict[str, PoolPolicy]:  # noqa: ANN003
+    return {"default": PoolPolicy("default", **kw)}
