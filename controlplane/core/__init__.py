@@ -1,4 +1,5 @@
-"""The training-code API: ``from controlplane import core``; names mirror ``determined.core``.
+"""The training-code API: ``from controlplane import core``; names and call shapes mirror
+``determined.core`` so a Determined Core API script ports by changing its import.
 
     with core.init() as ctx:
         ctx.train.report_training_metrics(steps, {"loss": loss})
@@ -7,18 +8,16 @@
 """
 
 from controlplane.core._checkpoint import CheckpointContext
-from controlplane.core._context import Context, DistributedContext, init
+from controlplane.core._context import (Context, DistributedContext, InvalidHP, TensorboardMode,
+                                        init)
 from controlplane.core._info import ClusterInfo, TrialInfo, get_cluster_info
-from controlplane.core._preempt import PreemptContext
+from controlplane.core._preempt import PreemptContext, PreemptMode
 from controlplane.core._searcher import SearcherContext, SearcherOperation
 from controlplane.core._session import MasterError
-from controlplane.core._train import TrainContext
+from controlplane.core._train import EarlyExitReason, TrainContext
 
+DummyDistributedContext = DistributedContext
 
-class InvalidHP(Exception):
-    """Raise inside ``with core.init()`` when the hyperparameters cannot work (reported as an early exit)."""
-
-
-__all__ = ["CheckpointContext", "ClusterInfo", "Context", "DistributedContext", "InvalidHP", "MasterError",
-           "PreemptContext", "SearcherContext", "SearcherOperation", "TrainContext", "TrialInfo",
-           "get_cluster_info", "init"]
+__all__ = ["CheckpointContext", "ClusterInfo", "Context", "DistributedContext", "DummyDistributedContext",
+           "EarlyExitReason", "InvalidHP", "MasterError", "PreemptContext", "PreemptMode", "SearcherContext",
+           "SearcherOperation", "TensorboardMode", "TrainContext", "TrialInfo", "get_cluster_info", "init"]

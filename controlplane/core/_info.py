@@ -1,4 +1,9 @@
-"""Where the task runs: the agent's info files (reference §4.3), else the DET_* environment."""
+"""Where the task runs: the agent's info files (reference §4.3), else the DET_* environment.
+
+``DET_INFO_DIR`` names the directory of ``cluster.json``/``trial.json``/``rendezvous.json``;
+without them, ``DET_MASTER`` + ``DET_SESSION_TOKEN`` (+ the other DET_* vars, §4.2) are used;
+with neither, the code runs off the cluster and :func:`get_cluster_info` returns None.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from controlplane.core._session import canonical_master_url
 
 
 @dataclass(frozen=True)
@@ -18,6 +25,14 @@ class TrialInfo:
     config: dict
     steps_completed: int
     trial_run_id: int
+
+    @property
+    def _config(self) -> dict:  # determined's name for the experiment config
+        return self.config
+
+    @property
+    def user_data(self) -> dict:
+        return self.config.get("data") or {}
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,10 @@ class ClusterInfo:
     container_addrs: list[str] = field(default_factory=lambda: ["127.0.0.1"])
     container_rank: int = 0
 
+    @property
+    def master_cert_file(self) -> None:
+        return None
+
 
 def _read_json(path: Path) -> dict | None:
     try:
@@ -50,40 +69,43 @@ def _trial_from(d: dict) -> TrialInfo:
                      trial_run_id=int(d.get("trial_run_id", 0)))
 
 
-def from_files(info_dir: Path) -> ClusterInfo | None:
+def _trial_from_env(env: dict[str, str]) -> TrialInfo | None:
+    if not env.get("DET_TRIAL_ID"):
+        return None
+    return TrialInfo(trial_id=int(env["DET_TRIAL_ID"]), experiment_id=int(env.get("DET_EXPERIMENT_ID", 0)),
+                     trial_seed=int(env.get("DET_TRIAL_SEED", 0)), hparams=json.loads(env.get("DET_HPARAMS") or "{}"),
+                     config=json.loads(env.get("DET_EXPERIMENT_CONFIG") or "{}"),
+                     steps_completed=int(env.get("DET_STEPS_COMPLETED", 0)),
+                     trial_run_id=int(env.get("DET_TRIAL_RUN_ID", 0)))
+
+
+def from_files(info_dir: Path, env: dict[str, str]) -> ClusterInfo | None:
     cluster = _read_json(info_dir / "cluster.json")
     if cluster is None:
         return None
     trial = _read_json(info_dir / "trial.json")
     rendezvous = _read_json(info_dir / "rendezvous.json") or {}
     return ClusterInfo(
-        master_url=cluster["master_url"], cluster_id=cluster.get("cluster_id", ""),
+        master_url=canonical_master_url(cluster["master_url"]), cluster_id=cluster.get("cluster_id", ""),
         agent_id=cluster.get("agent_id", ""), slot_ids=list(cluster.get("slot_ids") or []),
         task_id=cluster["task_id"], allocation_id=cluster["allocation_id"],
         session_token=cluster["session_token"], task_type=cluster.get("task_type", "TRIAL"),
         latest_checkpoint=cluster.get("latest_checkpoint") or None,
-        trial=_trial_from(trial) if trial else None,
+        trial=_trial_from(trial) if trial else _trial_from_env(env),
         container_addrs=list(rendezvous.get("container_addrs") or ["127.0.0.1"]),
         container_rank=int(rendezvous.get("container_rank", 0)),
     )
 
 
 def from_env(env: dict[str, str]) -> ClusterInfo | None:
-    if not env.get("DET_MASTER") or not env.get("DET_SESSION_TOKEN") or not env.get("DET_ALLOCATION_ID"):
+    if not env.get("DET_MASTER") or not env.get("DET_SESSION_TOKEN"):
         return None
-    trial = None
-    if env.get("DET_TRIAL_ID"):
-        trial = TrialInfo(trial_id=int(env["DET_TRIAL_ID"]), experiment_id=int(env.get("DET_EXPERIMENT_ID", 0)),
-                          trial_seed=int(env.get("DET_TRIAL_SEED", 0)), hparams=json.loads(env.get("DET_HPARAMS", "{}")),
-                          config=json.loads(env.get("DET_EXPERIMENT_CONFIG", "{}")),
-                          steps_completed=int(env.get("DET_STEPS_COMPLETED", 0)),
-                          trial_run_id=int(env.get("DET_TRIAL_RUN_ID", 0)))
     return ClusterInfo(
-        master_url=env["DET_MASTER"], cluster_id=env.get("DET_CLUSTER_ID", ""), agent_id=env.get("DET_AGENT_ID", ""),
-        slot_ids=json.loads(env.get("DET_SLOT_IDS", "[]")), task_id=env.get("DET_TASK_ID", ""),
-        allocation_id=env["DET_ALLOCATION_ID"], session_token=env["DET_SESSION_TOKEN"],
-        task_type=env.get("DET_TASK_TYPE", "TRIAL"), latest_checkpoint=env.get("DET_LATEST_CHECKPOINT") or None,
-        trial=trial,
+        master_url=canonical_master_url(env["DET_MASTER"]), cluster_id=env.get("DET_CLUSTER_ID", ""),
+        agent_id=env.get("DET_AGENT_ID", ""), slot_ids=json.loads(env.get("DET_SLOT_IDS") or "[]"),
+        task_id=env.get("DET_TASK_ID", ""), allocation_id=env.get("DET_ALLOCATION_ID", ""),
+        session_token=env["DET_SESSION_TOKEN"], task_type=env.get("DET_TASK_TYPE", "TRIAL"),
+        latest_checkpoint=env.get("DET_LATEST_CHECKPOINT") or None, trial=_trial_from_env(env),
     )
 
 
@@ -91,7 +113,7 @@ def get_cluster_info(env: Any = None) -> ClusterInfo | None:
     """None off the cluster: the same script then runs on a laptop."""
     env = dict(os.environ if env is None else env)
     if env.get("DET_INFO_DIR"):
-        info = from_files(Path(env["DET_INFO_DIR"]))
+        info = from_files(Path(env["DET_INFO_DIR"]), env)
         if info is not None:
             return info
     return from_env(env)

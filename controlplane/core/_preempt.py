@@ -1,52 +1,81 @@
-"""ctx.preempt: the master's preemption signal, long-polled in the background.
+"""ctx.preempt (mirrors determined.core.PreemptContext): the master's preemption signal.
 
-``should_preempt()`` is a cheap read of the latest answer; the first True is acknowledged
-to the master (as Determined's auto-ack does), which turns the exit that follows into
-"preempted, resume later" rather than "done".
+A daemon thread long-polls ``GET /api/v1/allocations/{id}/signals/preemption`` (first with
+``timeout_seconds=0`` at start, then 60 s polls under a 70 s HTTP timeout), so
+``should_preempt()`` is a cheap read of the latest answer. The first True it returns is
+acknowledged (``POST .../signals/ack_preemption``, no body) as Determined's auto-ack does, which
+turns the exit that follows into "preempted, resume later" rather than "done".
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
+import time
 
 from controlplane.core._session import MasterError, Session
 
 log = logging.getLogger("controlplane.core")
 POLL_S = 60
+HTTP_SLACK_S = 10
+MIN_INTERVAL_S = 1.0  # a master that answers at once (allocation gone) must not make us spin
+
+
+class PreemptMode(enum.Enum):
+    """Accepted for compatibility; with one process per trial every mode behaves the same."""
+
+    WorkersAskChief = "WORKERS_ASK_CHIEF"
+    ChiefOnly = "CHIEF_ONLY"
+    WorkersAskMaster = "WORKERS_ASK_MASTER"
 
 
 class PreemptContext:
     def __init__(self, session: Session | None, allocation_id: str | None) -> None:
         self._session = session
-        self._path = f"/api/v1/allocations/{allocation_id}/signals" if allocation_id else ""
+        self._path = f"/api/v1/allocations/{allocation_id}/signals"
         self._preempt = False
         self._acked = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if session is not None and allocation_id:
-            self._preempt = self._poll(0)
-            self._thread = threading.Thread(target=self._run, name="preemption-watcher", daemon=True)
+            self._preempt = self._poll(session, 0)
+            self._thread = threading.Thread(target=self._run, args=(session.clone(),), name="preemption-watcher",
+                                            daemon=True)
             self._thread.start()
 
-    def _poll(self, timeout_s: int) -> bool:
-        r = self._session.get(f"{self._path}/preemption", params={"timeout_seconds": timeout_s},
-                              timeout=timeout_s + 10)
+    def _poll(self, session: Session, timeout_s: int) -> bool:
+        r = session.get(f"{self._path}/preemption", params={"timeout_seconds": timeout_s},
+                        timeout=timeout_s + HTTP_SLACK_S)
         return r.json()["preempt"] is True
 
-    def _run(self) -> None:
-        while not self._stop.is_set() and not self._preempt:
-            try:
-                self._preempt = self._poll(POLL_S)
-            except MasterError as e:
-                log.warning("preemption long-poll: %s", e)
-                self._stop.wait(1.0)
+    def _run(self, session: Session) -> None:
+        try:
+            while not self._stop.is_set() and not self._preempt:
+                started = time.monotonic()
+                try:
+                    self._preempt = self._poll(session, POLL_S)
+                except (MasterError, KeyError, ValueError) as e:
+                    log.warning("preemption long-poll: %s", e)
+                    self._stop.wait(5.0)
+                    continue
+                if time.monotonic() - started < MIN_INTERVAL_S:
+                    self._stop.wait(MIN_INTERVAL_S)
+        finally:
+            session.close()
 
-    def should_preempt(self) -> bool:
-        if self._preempt and not self._acked and self._session is not None:
-            self._session.post(f"{self._path}/ack_preemption")
-            self._acked = True
+    def should_preempt(self, auto_ack: bool = True) -> bool:
+        """The latest answer of the master; True stays True."""
+        if self._preempt and auto_ack and not self._acked:
+            self.acknowledge_preemption_signal()
         return self._preempt
 
+    def acknowledge_preemption_signal(self) -> None:
+        if self._acked or self._session is None:
+            return
+        self._session.post(f"{self._path}/ack_preemption")
+        self._acked = True
+
     def close(self) -> None:
+        """Stops polling; the daemon thread ends after its current poll (never blocks exit)."""
         self._stop.set()

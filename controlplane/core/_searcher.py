@@ -1,8 +1,9 @@
-"""ctx.searcher: the length to train, as Determined 0.38 computes it, from the experiment config.
+"""ctx.searcher: the length to train, fabricated client-side as Determined 0.38 does (§4.5).
 
-There is one operation per trial; its length is ``searcher.max_length``. Reporting progress
-goes to the master; ``report_completed`` is recorded locally (the master takes the searcher
-metric from the validation metrics, as Determined does).
+There is one operation per trial; its length is ``searcher.max_length`` of the experiment
+config. ``report_progress`` posts the fraction done; ``report_completed`` sends nothing (the
+master takes the searcher metric from the validation metrics) but is recorded, and leaving
+the loop without it is an error, as in Determined.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from controlplane.core._session import Session
 
 
 class SearcherOperation:
-    def __init__(self, length: int, session: Session | None, trial_id: int | None) -> None:
+    def __init__(self, length: int, session: Session | None, trial_id: int | None, unit: str = "batches") -> None:
         self.length = length
+        self.unit = unit
         self._session = session
         self._trial_id = trial_id
         self.completed_metric: float | None = None
         self._completed = False
 
     def report_progress(self, length: float) -> None:
+        """``length`` units done of ``self.length``: POST progress {"progress": min(1, x/len), "is_raw": true}."""
         if self._session is None or self._trial_id is None:
             return
         progress = min(1.0, max(0.0, float(length) / self.length)) if self.length else 1.0
@@ -31,26 +34,31 @@ class SearcherOperation:
         self._completed = True
 
 
-def max_length(config: dict) -> int:
-    raw = (config.get("searcher") or {}).get("max_length")
+def max_length(config: dict) -> tuple[int, str] | None:
+    """``searcher.max_length`` as (length, unit): an int, or the single value of ``{unit: n}``."""
+    searcher = config.get("searcher") or {}
+    raw = searcher.get("max_length")
     if isinstance(raw, dict) and raw:
-        return int(next(iter(raw.values())))
-    if isinstance(raw, int):
-        return raw
-    raise RuntimeError("searcher.max_length is not set in the experiment config, so there is no searcher "
-                       "operation to train for")
+        unit, value = next(iter(raw.items()))
+        return int(value), str(unit)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw, str(searcher.get("unit") or "batches")
+    return None
 
 
 class SearcherContext:
-    def __init__(self, length: int | None, session: Session | None, trial_id: int | None) -> None:
+    def __init__(self, length: int | None, session: Session | None, trial_id: int | None, *,
+                 unit: str = "batches", missing_reason: str = "") -> None:
         self._length = length
+        self._unit = unit
         self._session = session
         self._trial_id = trial_id
+        self._missing_reason = missing_reason or "no searcher length is known"
 
     def operations(self) -> Iterator[SearcherOperation]:
         if self._length is None:
-            raise RuntimeError("off the cluster there is no searcher: pass core.init(max_length=N) to train N steps")
-        op = SearcherOperation(self._length, self._session, self._trial_id)
+            raise RuntimeError(self._missing_reason)
+        op = SearcherOperation(self._length, self._session, self._trial_id, self._unit)
         yield op
         if not op._completed:
             raise RuntimeError("the searcher operation ended without op.report_completed(metric)")

@@ -20,6 +20,12 @@ class CheckpointNotFound(FileNotFoundError):
 
 
 class StorageManager:
+    """What a checkpoint backend provides; ``store_path``/``restore_path`` are context managers.
+
+    ``store_path(uuid)`` yields a staging directory and publishes it complete on a clean exit
+    (and removes it on an exception); ``resources(uuid)`` lists {relpath: size} of a stored one.
+    """
+
     def store_path(self, ckpt_uuid: str) -> contextlib.AbstractContextManager[Path]:
         raise NotImplementedError
 
@@ -55,12 +61,14 @@ class LocalDirectoryStorage(StorageManager):
         self.base = Path(base)
 
     def _final(self, ckpt_uuid: str) -> Path:
+        if not ckpt_uuid or "/" in ckpt_uuid or "\\" in ckpt_uuid or ckpt_uuid in (".", ".."):
+            raise ValueError(f"not a checkpoint uuid: {ckpt_uuid!r}")
         return self.base / ckpt_uuid
 
     @contextlib.contextmanager
     def store_path(self, ckpt_uuid: str) -> Iterator[Path]:
         self.base.mkdir(parents=True, exist_ok=True)
-        staging = self.base / f".{ckpt_uuid}.tmp-{uuidlib.uuid4().hex[:8]}"
+        staging = self.base / f"{ckpt_uuid}.tmp-{uuidlib.uuid4().hex[:8]}"  # same parent: rename is atomic
         staging.mkdir()
         try:
             yield staging
@@ -93,13 +101,30 @@ class LocalDirectoryStorage(StorageManager):
         return path
 
 
-def from_config(cfg: dict | None, default_dir: Path) -> StorageManager:
-    """The storage of an experiment's `checkpoint_storage`; None (off cluster) → default_dir."""
+def _inside(base: Path, sub: str | None) -> Path:
+    if not sub:
+        return base
+    path = (base / sub).resolve()
+    if path != base.resolve() and base.resolve() not in path.parents:
+        raise ValueError(f"checkpoint_storage.storage_path {sub!r} must be a directory inside host_path {base}")
+    return path
+
+
+def from_config(cfg: dict | str | Path | None, default_dir: Path) -> StorageManager:
+    """The storage of an experiment's `checkpoint_storage` (a dict), or a plain directory
+    (str/Path, as ``core.init(checkpoint_storage=...)`` accepts); None → default_dir."""
     if not cfg:
-        return LocalDirectoryStorage(default_dir)
+        return LocalDirectoryStorage(Path(default_dir))
+    if isinstance(cfg, (str, Path)):
+        return LocalDirectoryStorage(Path(cfg))
     kind = cfg.get("type")
     if kind == "shared_fs":
-        return LocalDirectoryStorage(Path(cfg["host_path"]) / (cfg.get("storage_path") or ""))
+        if not cfg.get("host_path"):
+            raise ValueError("checkpoint_storage: shared_fs needs host_path")
+        return LocalDirectoryStorage(_inside(Path(cfg["host_path"]), cfg.get("storage_path")))
     if kind == "directory":
+        if not cfg.get("container_path"):
+            raise ValueError("checkpoint_storage: directory needs container_path")
         return LocalDirectoryStorage(Path(cfg["container_path"]))
-    raise ValueError(f"checkpoint_storage.type {kind!r} is not supported by this version of the core API")
+    raise ValueError(f"checkpoint_storage.type {kind!r} is not supported by this version of the core API "
+                     "(shared_fs, directory)")

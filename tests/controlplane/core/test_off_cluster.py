@@ -36,6 +36,30 @@ def test_metrics_are_printed_and_checkpoints_round_trip(tmp_path, capsys):
     assert "[metrics] training step=5 loss=0.5" in out and "validation step=10 loss=nan" in out
 
 
+def test_defaults_print_metrics_and_use_cwd_checkpoints(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with core.init(max_length_off_cluster=7) as ctx:
+        ctx.train.report_validation_metrics(100, {"loss": 0.12})
+        ctx.train.report_progress(0.5)  # no master: a no-op
+        assert ctx.train.get_experiment_best_validation() is None
+        with ctx.checkpoint.store_path({"steps_completed": 100}) as (path, uuid):
+            (path / "w").write_text("w")
+        lengths = []
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_progress(3)
+            op.report_completed(0.12)
+        assert lengths == [7]
+    assert (tmp_path / "checkpoints" / uuid / "w").read_text() == "w"
+    assert "[metrics] validation step=100 loss=0.12" in capsys.readouterr().out
+
+
+def test_invalid_hp_propagates_off_cluster(tmp_path):
+    with pytest.raises(core.InvalidHP):
+        with core.init(checkpoint_dir=tmp_path):
+            raise core.InvalidHP("bad")
+
+
 def test_a_failed_store_leaves_no_checkpoint(tmp_path):
     with core.init(checkpoint_dir=tmp_path) as ctx:
         with pytest.raises(OSError):
