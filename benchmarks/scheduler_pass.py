@@ -9,6 +9,7 @@ a third of them partly busy. Prints the median and p95 pass time and placements 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -35,15 +36,18 @@ def scenario(n_pending: int, n_agents: int, seed: int = 7):
     return pending, running, agents
 
 
-def measure(kind: str, pending, running, agents, repeat: int) -> tuple[float, float, int]:  # noqa: ANN001
+def measure(kind: str, pending, running, agents, repeat: int) -> tuple[float, float, int, int]:  # noqa: ANN001
+    """Median and p95 (nearest rank) pass time in ms, placements and preemptions per pass."""
     pools = {"default": PoolPolicy("default", scheduler=kind)}
-    times, placed = [], 0
+    times, placed, preempted = [], 0, 0
     for _ in range(repeat):
         t0 = time.perf_counter()
         result = plan(pools, pending, running, agents, 0.0)
         times.append((time.perf_counter() - t0) * 1000)
-        placed = len(result.placements)
-    return statistics.median(times), sorted(times)[max(0, int(0.95 * len(times)) - 1)], placed
+        placed, preempted = len(result.placements), len(result.preemptions)
+    times.sort()
+    p95 = times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)]
+    return statistics.median(times), p95, placed, preempted
 
 
 def main() -> None:
@@ -55,10 +59,11 @@ def main() -> None:
     pending, running, agents = scenario(args.pending, args.agents)
     figures = {}
     for kind in ("priority", "fair_share"):
-        median, p95, placed = measure(kind, pending, running, agents, args.repeat)
+        median, p95, placed, preempted = measure(kind, pending, running, agents, args.repeat)
         rate = placed / (median / 1000) if median else 0.0
-        print(f"{kind}: {len(pending)} pending, {len(agents)} agents: median {median:.1f} ms, p95 {p95:.1f} ms, "
-              f"{placed} placements per pass = {rate:,.0f} placements/s", flush=True)
+        print(f"{kind}: {len(pending)} pending, {len(running)} running, {len(agents)} agents, {args.repeat} passes: "
+              f"median {median:.1f} ms, p95 {p95:.1f} ms, {placed} placements and {preempted} preemptions per pass "
+              f"= {rate:,.0f} placements/s", flush=True)
         figures.update({f"{kind}_median_ms": median, f"{kind}_p95_ms": p95, f"{kind}_placements_per_s": rate})
     print(" ".join(f"{k}={v:.1f}" for k, v in figures.items()))
 

@@ -31,9 +31,10 @@ class Notifier:
         if ev is None:
             ev = self._events[key] = asyncio.Event()
         try:
-            await asyncio.wait_for(ev.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can swallow a cancel on 3.11
+                await ev.wait()
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
 

@@ -1,98 +1,129 @@
 """Free slots of one pool, indexed for fast gang fitting.
 
-Agents sit in buckets by their number of free slots, and idle agents also by their size, so
-finding a place for a gang costs a few dictionary looks instead of a scan of every agent.
-Buckets keep insertion order (agents come in sorted by id), which makes every choice
-deterministic.
+A scheduling pass places thousands of requests on a thousand agents, so a fit must not scan
+every agent. Agents sit in heaps keyed by their number of free slots, and idle agents also
+in heaps keyed by their size; a fit looks at a handful of distinct free counts (0..slots per
+agent) and pops the lowest agent id, so every choice is deterministic (ties by agent id) and
+costs O(sizes + log agents). Heaps are cleaned lazily: an entry is valid only while the
+agent still has that many free slots and has not been excluded.
+
+Within a pass, free counts only go down (placements, reservations, exclusions), which is what
+makes the lazy heaps and the "hopeless" memo in priority.py sound.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 
+from controlplane.scheduler.gang import fits_shapes
 from controlplane.scheduler.model import AgentSnapshot
 
 Resources = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 class Capacity:
+    """Mutable working copy of one pool's schedulable agents for the length of one pass."""
+
     def __init__(self, agents: Iterable[AgentSnapshot], fitting_policy: str = "best") -> None:
         self.best = fitting_policy != "worst"
-        self.free: dict[str, list[int]] = {}
-        self.size: dict[str, int] = {}
-        self.by_free: dict[int, dict[str, None]] = {}
-        self.idle_by_size: dict[int, dict[str, None]] = {}
-        self.count_by_size: dict[int, int] = {}
-        for a in sorted(agents, key=lambda a: a.agent_id):
+        self.free: dict[str, list[int]] = {}  # agents still usable this pass -> free slot ids, ascending
+        self.size: dict[str, int] = {}  # every schedulable agent (excluded ones too) -> slot count
+        self.count_by_size: dict[int, int] = {}  # schedulable agents per size: what "could ever fit" means
+        self._by_free: dict[int, list[str]] = {}  # free count -> heap of agent ids (lazy)
+        self._count_by_free: dict[int, int] = {}
+        self._idle: dict[int, list[str]] = {}  # size -> heap of idle agent ids (lazy)
+        self._idle_count: dict[int, int] = {}
+        for a in agents:
             if not a.schedulable:
                 continue
-            free = sorted(s for s in a.slot_ids if s not in a.used_slot_ids)
-            self.free[a.agent_id] = free
-            self.size[a.agent_id] = len(a.slot_ids)
-            self.count_by_size[len(a.slot_ids)] = self.count_by_size.get(len(a.slot_ids), 0) + 1
-            self._index(a.agent_id)
-        self.max_free = max(self.by_free, default=0)
+            k = len(a.slot_ids)
+            self.free[a.agent_id] = sorted(s for s in a.slot_ids if s not in a.used_slot_ids)
+            self.size[a.agent_id] = k
+            self.count_by_size[k] = self.count_by_size.get(k, 0) + 1
+        for agent_id in sorted(self.free):
+            self._index(agent_id)
 
+    # -- index upkeep ---------------------------------------------------------------------
     def _index(self, agent_id: str) -> None:
         n = len(self.free[agent_id])
-        self.by_free.setdefault(n, {})[agent_id] = None
-        if n == self.size[agent_id] and n > 0:
-            self.idle_by_size.setdefault(n, {})[agent_id] = None
+        heapq.heappush(self._by_free.setdefault(n, []), agent_id)
+        self._count_by_free[n] = self._count_by_free.get(n, 0) + 1
+        k = self.size[agent_id]
+        if n == k and k > 0:
+            heapq.heappush(self._idle.setdefault(k, []), agent_id)
+            self._idle_count[k] = self._idle_count.get(k, 0) + 1
 
     def _unindex(self, agent_id: str) -> None:
         n = len(self.free[agent_id])
-        self.by_free[n].pop(agent_id, None)
-        if n == self.size[agent_id]:
-            self.idle_by_size.get(n, {}).pop(agent_id, None)
+        self._count_by_free[n] -= 1
+        k = self.size[agent_id]
+        if n == k and k > 0:
+            self._idle_count[k] -= 1
 
-    def find(self, n: int, allowed: set[str] | None = None) -> Resources | None:
-        """Where a gang of n slots fits now: one agent, else whole idle agents of one size."""
-        counts = [f for f, bucket in self.by_free.items() if f >= n and bucket]
-        for f in sorted(counts, reverse=not self.best):
-            for agent_id in self.by_free[f]:
-                if allowed is None or agent_id in allowed:
-                    return ((agent_id, tuple(self.free[agent_id][:n])),)
-        for k in sorted(self.idle_by_size, reverse=True):
-            idle = self.idle_by_size[k]
-            if k == 0 or n % k or len(idle) < n // k:
+    def _top(self, heap: list[str], valid: int, idle: bool) -> str:
+        """The lowest valid agent id of a heap known to hold one; drops stale entries."""
+        while True:
+            a = heap[0]
+            free = self.free.get(a)
+            if free is not None and len(free) == valid and (not idle or valid == self.size[a]):
+                return a
+            heapq.heappop(heap)
+
+    # -- queries ----------------------------------------------------------------------------
+    def idle_count(self, size: int) -> int:
+        return self._idle_count.get(size, 0)
+
+    def find(self, n: int) -> Resources | None:
+        """Where a gang of n slots fits now: one agent (best or worst fit, ties by agent id),
+        else whole idle agents of one size (largest size first, lowest agent ids)."""
+        counts = sorted((f for f, c in self._count_by_free.items() if f >= n and c > 0), reverse=not self.best)
+        if counts:
+            agent_id = self._top(self._by_free[counts[0]], counts[0], idle=False)
+            return ((agent_id, tuple(self.free[agent_id][:n])),)
+        if n <= 1:
+            return None
+        for k in sorted(self._idle_count, reverse=True):
+            if k == 0 or k >= n or n % k or self._idle_count[k] < n // k:
                 continue
-            chosen = [a for a in idle if allowed is None or a in allowed][: n // k]
-            if len(chosen) == n // k:
-                return tuple((a, tuple(self.free[a])) for a in chosen)
+            return tuple((a, tuple(self.free[a])) for a in self.lowest_idle(k, n // k))
         return None
 
+    def lowest_idle(self, size: int, count: int) -> list[str]:
+        """The `count` lowest-id idle agents of this size (at most as many as there are)."""
+        heap = self._idle.get(size, [])
+        chosen: list[str] = []
+        while len(chosen) < min(count, self.idle_count(size)):
+            chosen.append(self._top(heap, size, idle=True))
+            heapq.heappop(heap)
+        for a in chosen:  # a query does not consume: put them back
+            heapq.heappush(heap, a)
+        return chosen
+
+    def could_ever_fit(self, n: int) -> bool:
+        """Would a gang of n fit if every schedulable agent of the pool were idle?"""
+        return fits_shapes(n, self.count_by_size)
+
+    def agents_usable_by(self, n: int) -> set[str]:
+        """Agents (still usable this pass) a gang of n could ever use: big enough alone, or of
+        a size that tiles n with enough agents of that size in the pool."""
+        sizes = {k for k, count in self.count_by_size.items()
+                 if k >= n or (k and n % k == 0 and count >= n // k)}
+        return {a for a in self.free if self.size[a] in sizes}
+
+    # -- changes ----------------------------------------------------------------------------
     def take(self, resources: Resources) -> None:
+        """Consume the given slots (a placement)."""
         for agent_id, slots in resources:
             self._unindex(agent_id)
             taken = set(slots)
             self.free[agent_id] = [s for s in self.free[agent_id] if s not in taken]
             self._index(agent_id)
 
-    def give_back(self, resources: Resources) -> None:
-        for agent_id, slots in resources:
-            if agent_id not in self.free:
-                continue
-            self._unindex(agent_id)
-            self.free[agent_id] = sorted(set(self.free[agent_id]) | set(slots))
-            self._index(agent_id)
-
-    def could_ever_fit(self, n: int) -> bool:
-        """With every agent of the pool idle."""
-        if any(size >= n for size in self.count_by_size):
-            return True
-        return any(k and n % k == 0 and count >= n // k for k, count in self.count_by_size.items())
-
-    def agents_usable_by(self, n: int) -> set[str]:
-        """Agents a gang of n could ever use: big enough alone, or of a size that tiles n."""
-        sizes = {k for k, count in self.count_by_size.items()
-                 if k >= n or (k and n % k == 0 and count >= n // k)}
-        return {a for a, size in self.size.items() if size in sizes}
-
-    def copy(self) -> "Capacity":
-        other = Capacity((), "best" if self.best else "worst")
-        other.free = {a: list(f) for a, f in self.free.items()}
-        other.size = dict(self.size)
-        other.count_by_size = dict(self.count_by_size)
-        for a in other.free:
-            other._index(a)
-        return other
+    def exclude(self, agent_ids: Iterable[str]) -> None:
+        """Withdraw agents from the rest of this pass: held for a blocked head of the queue, or
+        reserved for a request waiting on the slots its preemptions free."""
+        for agent_id in agent_ids:
+            if agent_id in self.free:
+                self._unindex(agent_id)
+                del self.free[agent_id]

@@ -1,26 +1,22 @@
 """One scheduling pass over every pool: pending requests, running work and agents in; the
-placements and preemptions to make out. Pure: the same inputs always give the same plan."""
+placements and preemptions to make out. Pure: the same inputs always give the same plan.
+
+Each pool is planned on its own with its own policy (priority or fair share); zero-slot
+tasks are planned apart from slotted work. A request for an unknown pool, or for a pool
+with no agents, is simply left pending. `now` is taken so that callers pass the clock in
+(no scheduler reads it); today no rule depends on it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controlplane.scheduler import fair_share, priority
-from controlplane.scheduler.model import AgentSnapshot, Placement, Plan, PoolPolicy, Request, Running
+from controlplane.scheduler import fair_share, priority, zero_slot
+from controlplane.scheduler.model import AgentSnapshot, Plan, PoolPolicy, Request, Running
 
 
-def _zero_slot(policy: PoolPolicy, pending: Sequence[Request], agents: Sequence[AgentSnapshot]) -> list[Placement]:
-    """CPU-only tasks: the least loaded schedulable agent under the per-agent cap."""
-    load = {a.agent_id: a.zero_slot_tasks for a in sorted(agents, key=lambda a: a.agent_id) if a.schedulable}
-    out = []
-    for req in priority.order([r for r in pending if r.slots_needed <= 0]):
-        candidates = [a for a, n in load.items() if n < policy.max_zero_slot_per_agent]
-        if not candidates:
-            break
-        agent = min(candidates, key=lambda a: load[a])
-        load[agent] += 1
-        out.append(Placement(req.allocation_id, ((agent, ()),)))
-    return out
+def _fifo(pending: Sequence[Request]) -> list[Request]:
+    return sorted(pending, key=lambda r: (r.submitted_at, r.queue_position, r.allocation_id))
 
 
 def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: Sequence[Running],
@@ -40,9 +36,13 @@ def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: S
         pool_agents = by_pool_agents.get(pool, [])
         if policy is None or not pool_agents:
             continue  # unknown pool or no agents: the requests wait
-        scheduler = fair_share if policy.scheduler == "fair_share" else priority
+        fair = policy.scheduler == "fair_share"
+        scheduler = fair_share if fair else priority
         part = scheduler.plan_pool(policy, by_pool_pending[pool], by_pool_running.get(pool, []), pool_agents)
         result.placements.extend(part.placements)
         result.preemptions.extend(part.preemptions)
-        result.placements.extend(_zero_slot(policy, by_pool_pending[pool], pool_agents))
+        zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0]
+        if zero:
+            ordered = _fifo(zero) if fair else priority.order(zero)
+            result.placements.extend(zero_slot.place(policy, ordered, pool_agents))
     return result

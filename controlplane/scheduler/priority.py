@@ -1,7 +1,21 @@
-"""The priority scheduler for one pool: lower priority number first, then queue position,
-then submission time. With preemption, a job that cannot fit asks the lowest-priority,
-newest work to make room; without it, lower priorities backfill only capacity the head of
-the queue could never use, so they never delay it.
+"""The priority scheduler for one pool (Determined's priority.go, simplified and made exact).
+
+Order: lower priority number first, then queue position, submission time and allocation id,
+so the same inputs always give the same plan.
+
+- A request that fits now is placed (within its job's max_slots).
+- A request that could never fit this pool's agents, even idle, does not block: it waits for
+  the autoscaler.
+- With preemption, a request that does not fit asks running, preemptible work of strictly
+  lower priority (numerically greater) to make room: lowest priority first, newest first,
+  only as many as needed. Slots of work already preempting (whatever its priority) count
+  first as soon-to-be-free, so it is never asked twice and nothing more is preempted than
+  needed. The request is not placed this pass; the slots it will land on are reserved
+  (preempt.reserve) so that lower-priority work cannot take what it is waiting for.
+- Otherwise (no preemption, or even all lower-priority work would not make room) the
+  request is a blocked head: every agent it could ever use is withdrawn from
+  the rest of the pass, so lower-priority work backfills only capacity that can never delay
+  it (agents too small, or of a size that cannot tile its gang). Several heads add up.
 """
 
 from __future__ import annotations
@@ -10,49 +24,17 @@ from collections.abc import Sequence
 
 from controlplane.scheduler.capacity import Capacity
 from controlplane.scheduler.model import AgentSnapshot, Placement, Plan, PoolPolicy, Preemption, Request, Running
+from controlplane.scheduler.preempt import choose_victims, reserve, soon_free
 
 
 def order(pending: Sequence[Request]) -> list[Request]:
     return sorted(pending, key=lambda r: (r.priority, r.queue_position, r.submitted_at, r.allocation_id))
 
 
-def _victims(req: Request, cap: Capacity, running: Sequence[Running], claimed: set[str]) -> list[Running] | None:
-    """The fewest lower-priority allocations (lowest priority, newest first) whose slots let
-    req fit; ones already preempting count first and are not asked again. None: impossible."""
-    candidates = [r for r in running if r.preemptible and r.priority > req.priority and r.resources
-                  and r.allocation_id not in claimed]
-    candidates.sort(key=lambda r: (not r.preempting, -r.priority, -r.started_at, r.allocation_id))
-    n = req.slots_needed
-    freed: dict[str, int] = {}  # agent -> slots the chosen victims free there
-    chosen: list[Running] = []
-    for victim in candidates:
-        chosen.append(victim)
-        for agent_id, slots in victim.resources:
-            if agent_id in cap.free:
-                freed[agent_id] = freed.get(agent_id, 0) + len(slots)
-        if _fits_after(cap, freed, n):
-            return chosen
-    return None
-
-
-def _fits_after(cap: Capacity, freed: dict[str, int], n: int) -> bool:
-    """Would a gang of n fit once `freed` slots come back (only those agents changed)?"""
-    idle_gain: dict[int, int] = {}
-    for agent_id, extra in freed.items():
-        free = len(cap.free[agent_id]) + extra
-        if free >= n:
-            return True
-        size = cap.size[agent_id]
-        if free == size and len(cap.free[agent_id]) < size:
-            idle_gain[size] = idle_gain.get(size, 0) + 1
-    for size, gain in idle_gain.items():
-        if n % size == 0 and len(cap.idle_by_size.get(size, {})) + gain >= n // size:
-            return True
-    return False
-
-
-def _known_hopeless(hopeless: dict[int, int], req: Request) -> bool:
-    return any(size <= req.slots_needed and prio <= req.priority for size, prio in hopeless.items())
+def victim_order(running: Sequence[Running]) -> list[Running]:
+    """Preemptible slotted work not already preempting: lowest priority first, newest first."""
+    candidates = [r for r in running if r.resources and r.preemptible and not r.preempting]
+    return sorted(candidates, key=lambda r: (-r.priority, -r.started_at, r.allocation_id))
 
 
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
@@ -62,41 +44,42 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     job_slots: dict[str, int] = {}
     for r in running:
         job_slots[r.job_id] = job_slots.get(r.job_id, 0) + sum(len(s) for _, s in r.resources)
-    claimed: set[str] = set()  # victims already counted for an earlier request this pass
-    head_agents: set[str] | None = None  # capacity the blocked head of the queue could use
+    candidates = victim_order(running) if policy.preemption else []
+    soon = soon_free(running)
+    claimed: set[str] = set()  # victims already chosen for an earlier request this pass
     hopeless: dict[int, int] = {}  # gang size -> best priority for which no victims sufficed
-    allowed: set[str] | None = None
     for req in order(pending):
         n = req.slots_needed
         if n <= 0:
             continue  # zero-slot work is scheduled separately
+        if not cap.free:
+            break  # every agent is placed on, reserved, or held for a blocked head
         if req.max_slots is not None and job_slots.get(req.job_id, 0) + n > req.max_slots:
             continue  # the job is at its cap: it waits without blocking others
         if not cap.could_ever_fit(n):
             continue  # not on these agents, ever: leave it to the autoscaler, do not block
-        found = cap.find(n, allowed)
+        found = cap.find(n)
         if found is not None:
             cap.take(found)
             job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
             plan.placements.append(Placement(req.allocation_id, found))
             continue
-        if head_agents is not None:
-            continue
-        if policy.preemption and req.preemptible and not _known_hopeless(hopeless, req):
-            victims = _victims(req, cap, running, claimed)
-            if victims is None:
-                # A later request as big or bigger, at this priority or lower, cannot do better.
-                hopeless[n] = min(hopeless.get(n, 100), req.priority)
+        # Victims and soon-free slots only get fewer and capacity only shrinks during a pass, so
+        # a gang size that found no room at some priority finds none at that priority or a lower one.
+        if policy.preemption and hopeless.get(n, 100) > req.priority:
+            eligible = [v for v in candidates if v.priority > req.priority and v.allocation_id not in claimed]
+            found_victims = choose_victims(n, cap, eligible, soon)
+            if found_victims is None:
+                hopeless[n] = req.priority
             else:
+                victims, where = found_victims
                 for v in victims:
                     claimed.add(v.allocation_id)
-                    if not v.preempting:
-                        plan.preemptions.append(Preemption(
-                            v.allocation_id, f"preempted by job {req.job_id} (priority {req.priority} "
-                                             f"over {v.priority})"))
-                continue  # it waits for those slots; the rest of the queue goes on
-        head_agents = cap.agents_usable_by(n)
-        allowed = set(cap.free) - head_agents  # backfill only where the head could never run
-        if not allowed:
-            break
+                    plan.preemptions.append(Preemption(
+                        v.allocation_id, f"preempted by higher-priority job {req.job_id} (priority "
+                                         f"{req.priority}; this work has priority {v.priority})"))
+                reserve(cap, soon, victims, where, n)  # it waits for those slots; the queue goes on
+                job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
+                continue
+        cap.exclude(cap.agents_usable_by(n))  # a blocked head: backfill only where it could never run
     return plan

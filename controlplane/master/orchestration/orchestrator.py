@@ -47,6 +47,7 @@ class Orchestrator:
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
 
     # ---- loop -------------------------------------------------------------------------------
@@ -64,6 +65,7 @@ class Orchestrator:
         self._task = asyncio.create_task(self._loop(), name="orchestrator")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -75,10 +77,13 @@ class Orchestrator:
         self._wake.set()
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
+            # lands as the event fires, and the master would never shut down.
             try:
-                await asyncio.wait_for(self._wake.wait(), TICK_S)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(TICK_S):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:

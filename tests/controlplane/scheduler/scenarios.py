@@ -13,13 +13,15 @@ def agent(agent_id: str, slots: int, used: tuple[int, ...] = (), pool: str = "de
 
 
 def req(alloc: str, slots: int, job: str | None = None, priority: int = 42, pool: str = "default",
-        submitted: float = 0.0, position: float = 0.0, weight: float = 1.0, max_slots: int | None = None) -> Request:
-    return Request(alloc, job or alloc, pool, slots, priority, weight, max_slots, position, submitted)
+        submitted: float = 0.0, position: float = 0.0, weight: float = 1.0, max_slots: int | None = None,
+        preemptible: bool = True) -> Request:
+    return Request(alloc, job or alloc, pool, slots, priority, weight, max_slots, position, submitted, preemptible)
 
 
 def running(alloc: str, where: dict[str, tuple[int, ...]], job: str | None = None, priority: int = 42,
-            started: float = 0.0, preempting: bool = False, weight: float = 1.0) -> Running:
-    return Running(alloc, job or alloc, "default", tuple(where.items()), priority, weight, started, True, preempting)
+            started: float = 0.0, preempting: bool = False, weight: float = 1.0, preemptible: bool = True) -> Running:
+    return Running(alloc, job or alloc, "default", tuple(where.items()), priority, weight, started, preemptible,
+                   preempting)
 
 
 def pools(**kw) -> dict[str, PoolPolicy]:  # noqa: ANN003

@@ -67,3 +67,107 @@ def test_unknown_pool_or_impossible_shape_just_waits():
     p = plan(pools(), [req("elsewhere", 1, pool="gpu"), req("huge", 16), req("fits", 1, submitted=1)], [],
              [agent("a", 2)], NOW)
     assert placed(p) == ["fits"]
+
+
+def test_ties_go_by_queue_position_then_submission_then_id():
+    pending = [req("c", 1, submitted=1), req("b", 1, submitted=1), req("a", 1, submitted=2),
+               req("front", 1, submitted=9, position=-5)]
+    assert placed(plan(pools(), pending, [], [agent("x", 3)], NOW)) == ["front", "b", "c"]
+
+
+def test_same_plan_whatever_the_input_order():
+    pending = [req(f"r{i}", 1 + i % 3, priority=40 + i % 4, submitted=i % 5) for i in range(12)]
+    agents = [agent(f"a{i}", 4, used=(0,) if i % 2 else ()) for i in range(4)]
+    first = plan(pools(), pending, [], agents, NOW)
+    again = plan(pools(), list(reversed(pending)), [], list(reversed(agents)), NOW)
+    assert first == again
+
+
+def test_preempts_only_as_much_as_needed_and_only_where_it_helps():
+    # Two 2-slot agents. The lowest-priority newest work sits alone on "a"; freeing it is enough.
+    run = [running("p80-old", {"b": (0,)}, priority=80, started=1),
+           running("p80-new", {"a": (0, 1)}, priority=80, started=5),
+           running("p70", {"b": (1,)}, priority=70, started=9)]
+    agents = [agent("a", 2, used=(0, 1)), agent("b", 2, used=(0, 1))]
+    p = plan(pools(), [req("high", 2, priority=10)], run, agents, NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["p80-new"]
+    # A 3rd victim order case: newest 1-slot work on b alone is not enough, so the old one goes too,
+    # and the useless newest victim elsewhere is spared.
+    run = [running("b-old", {"b": (0,)}, priority=80, started=1),
+           running("b-new", {"b": (1,)}, priority=80, started=2),
+           running("a-newest", {"a": (0,)}, priority=80, started=3),
+           running("a-keep", {"a": (1,)}, priority=20, started=0)]
+    p = plan(pools(), [req("high", 2, priority=10)], run, agents, NOW)
+    assert sorted(x.allocation_id for x in p.preemptions) == ["b-new", "b-old"]
+
+
+def test_never_preempts_non_preemptible_or_equal_or_higher_priority_work():
+    run = [running("notebook", {"a": (0,)}, priority=90, preemptible=False), running("peer", {"a": (1,)}, priority=10)]
+    p = plan(pools(), [req("high", 2, priority=10)], run, [agent("a", 2, used=(0, 1))], NOW)
+    assert p.preemptions == [] and p.placements == []
+
+
+def test_a_non_preemptible_request_may_still_preempt_lower_work():
+    run = [running("low", {"a": (0,)}, priority=90)]
+    p = plan(pools(), [req("shell", 1, priority=10, preemptible=False)], run, [agent("a", 1, used=(0,))], NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["low"]
+
+
+def test_preempting_work_of_any_priority_counts_as_soon_free():
+    run = [running("leaving", {"a": (0, 1)}, priority=5, preempting=True), running("low", {"b": (0, 1)}, priority=90)]
+    agents = [agent("a", 2, used=(0, 1)), agent("b", 2, used=(0, 1))]
+    assert plan(pools(), [req("high", 2, priority=10)], run, agents, NOW).preemptions == []
+
+
+def test_slots_waited_for_are_reserved_from_lower_priority_backfill():
+    # "high" needs the whole 2-slot agent: one slot is free, the other is freed by preemption.
+    # The low-priority 1-slot request must not take the free slot meanwhile; it may use "c".
+    run = [running("victim", {"a": (1,)}, priority=90)]
+    agents = [agent("a", 2, used=(1,)), agent("c", 1)]
+    p = plan(pools(), [req("high", 2, priority=10), req("small", 1, priority=50), req("small2", 1, priority=50,
+                                                                                    submitted=1)], run, agents, NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["victim"]
+    assert [(x.allocation_id, x.resources) for x in p.placements] == [("small", (("c", (0,)),))]
+
+
+def test_each_blocked_head_keeps_its_own_agents():
+    # head4 can use only the 4-slot agent, head2 the 2-slot ones; the 1-slot request may take neither.
+    agents = [agent("big", 4, used=(0,)), agent("mid", 2, used=(0,)), agent("one", 1, used=(0,))]
+    pending = [req("head4", 4, submitted=1), req("head2", 2, submitted=2), req("small", 1, submitted=3)]
+    p = plan(pools(preemption=False), pending, [], agents, NOW)
+    assert p.placements == []
+
+
+def test_a_hopeless_small_gang_does_not_stop_a_bigger_one_that_can_preempt():
+    # 3 slots: only the 4-slot agent, which holds non-preemptible work on 2 slots: hopeless.
+    # 4 slots: two 2-slot agents once their low-priority work is preempted.
+    run = [running("pinned", {"big": (0, 1)}, preemptible=False),
+           running("low-a", {"a": (0, 1)}, priority=90), running("low-b", {"b": (0, 1)}, priority=90)]
+    agents = [agent("big", 4, used=(0, 1)), agent("a", 2, used=(0, 1)), agent("b", 2, used=(0, 1))]
+    p = plan(pools(), [req("three", 3, priority=10), req("four", 4, priority=10, submitted=1)], run, agents, NOW)
+    assert sorted(x.allocation_id for x in p.preemptions) == ["low-a", "low-b"]
+
+
+def test_max_slots_counts_running_work_of_the_job():
+    run = [running("a0", {"x": (0,)}, job="A")]
+    pending = [req("a1", 1, job="A", max_slots=2), req("a2", 1, job="A", max_slots=2, submitted=1)]
+    assert placed(plan(pools(), pending, run, [agent("x", 4, used=(0,))], NOW)) == ["a1"]
+
+
+def test_preemption_scenarios_on_one_agent():
+    # (name, policy, running, pending, expected preemptions)
+    low = [running("p60-old", {"a": (0, 1)}, priority=60, started=1), running("p60-new", {"a": (2, 3)}, priority=60,
+                                                                               started=2)]
+    cases = [
+        ("enabled: newest lowest goes", pools(), low, [req("hi", 2, priority=10)], ["p60-new"]),
+        ("disabled: nothing", pools(preemption=False), low, [req("hi", 2, priority=10)], []),
+        ("needs both", pools(), low, [req("hi", 4, priority=10)], ["p60-new", "p60-old"]),
+        ("impossible: too big", pools(), low, [req("hi", 5, priority=10)], []),
+        ("lower priority waits", pools(), low, [req("lo", 2, priority=70)], []),
+        ("two requests do not share a victim", pools(), low,
+         [req("hi1", 2, priority=10), req("hi2", 2, priority=10, submitted=1)], ["p60-new", "p60-old"]),
+    ]
+    for name, policy, run, pending, expected in cases:
+        p = plan(policy, pending, run, [agent("a", 4, used=(0, 1, 2, 3))], NOW)
+        assert [x.allocation_id for x in p.preemptions] == expected, name
+        assert p.placements == [], name
