@@ -1,0 +1,75 @@
+"""Scheduling on a real cluster: priority preemption that loses no work, and a gang across agents."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import requests
+
+from tests.e2e.conftest import EXAMPLE
+from tests.support.cluster import login, wait_for
+
+REPORT_EVERY = 25  # examples/spirals/train.py
+
+
+def _session(url: str) -> requests.Session:
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {login(url)}"
+    return s
+
+
+def test_high_priority_preempts_low_priority_on_one_agent(local_cluster):
+    cluster = local_cluster(agents=1, slots=1)
+    s = _session(cluster.url)
+    low = json.loads(cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
+                                 "--config", "searcher.max_length.batches=2000",
+                                 "--config", "resources.priority=50").stdout)["id"]
+
+    def low_checkpointed():  # noqa: ANN202
+        trials = s.get(f"{cluster.url}/api/v1/experiments/{low}/trials").json()["trials"]
+        return trials and trials[0].get("latestCheckpointUuid") and trials[0]
+
+    low_trial = wait_for(low_checkpointed, 120, "the low-priority trial's first checkpoint")
+    high = json.loads(cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
+                                  "--config", "resources.priority=10").stdout)["id"]
+    cluster.det("experiment", "wait", str(high), timeout=300)
+    low_state = s.get(f"{cluster.url}/api/v1/experiments/{low}").json()["experiment"]["state"]
+    assert low_state == "STATE_ACTIVE", "the low-priority experiment should still be running when the high one ends"
+    cluster.det("experiment", "wait", str(low), timeout=600)
+
+    trial = s.get(f"{cluster.url}/api/v1/trials/{low_trial['id']}").json()["trial"]
+    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0 and trial["runId"] >= 2, trial
+    steps = sorted(m["stepsCompleted"] for m in s.get(
+        f"{cluster.url}/api/v1/trials/{low_trial['id']}/metrics?group=training").json()["metrics"])
+    assert steps == list(range(REPORT_EVERY, 2001, REPORT_EVERY)), "completed steps were lost or redone"
+    logs = cluster.det("trial", "logs", str(low_trial["id"])).stdout
+    assert "preempted at batch" in logs and "resumed from checkpoint" in logs
+
+
+GANG_SCRIPT = """\
+import json, os
+info = json.load(open(os.path.join(os.environ["DET_INFO_DIR"], "rendezvous.json")))
+print(f"rank {info['container_rank']} of {len(info['container_addrs'])} "
+      f"on {os.environ['DET_AGENT_ID']} slots {os.environ['DET_SLOT_IDS']}", flush=True)
+"""
+
+
+def test_four_slot_trial_runs_as_one_gang_on_two_agents(local_cluster, tmp_path):
+    cluster = local_cluster(agents=2, slots=2)
+    context = tmp_path / "gang"
+    context.mkdir()
+    (context / "gang.py").write_text(GANG_SCRIPT)
+    config = tmp_path / "gang.yaml"
+    config.write_text("name: gang\nentrypoint: python3 gang.py\nresources:\n  slots_per_trial: 4\n"
+                      "searcher:\n  name: single\n  metric: x\n  max_length: 1\n")
+    exp_id = json.loads(cluster.det("experiment", "create", str(config), str(context), "--json").stdout)["id"]
+    cluster.det("experiment", "wait", str(exp_id), timeout=120)
+    trial_id = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)["trials"][0]["id"]
+    logs = cluster.det("trial", "logs", str(trial_id)).stdout
+    ranks = dict(re.findall(r"rank (\d) of 2 on (local-agent-\d) slots \[0, 1\]", logs))
+    assert set(ranks) == {"0", "1"} and len(set(ranks.values())) == 2, logs
+
+    config.write_text(config.read_text().replace("slots_per_trial: 4", "slots_per_trial: 3"))
+    refused = cluster.det("experiment", "create", str(config), str(context), check=False)
+    assert refused.returncode == 1 and "cannot run" in refused.stderr and "Traceback" not in refused.stderr
