@@ -112,3 +112,31 @@ async def test_pause_signals_preemption_and_activate_resumes(api):
     await api.post(f"/api/v1/experiments/{exp_id}/activate")
     second = await agent.next_message()
     assert second.env["DET_LATEST_CHECKPOINT"] == ckpt
+
+
+async def test_a_gang_lives_and_dies_together(api):
+    a1, a2 = FakeAgent(api.rt, "agent-1", slots=2), FakeAgent(api.rt, "agent-2", slots=2)
+    await a1.register()
+    await a2.register()
+    gang_config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}, "resources": {"slots_per_trial": 4}}
+    await create_experiment(api, gang_config)
+    r0, r1 = await a1.next_message(), await a2.next_message()
+    assert (r0.rank, r1.rank) == (0, 1) and r0.allocation_id == r1.allocation_id
+    assert r0.container_slot_counts == [2, 2] and r0.session_token == r1.session_token
+    # Rank 1's agent goes away before its process starts: the reservation is not half-kept.
+    await a1.start(r0)
+    await a2.disconnect()
+    kill = await a1.next_message(timeout=15)
+    assert isinstance(kill, wire.KillTask) and kill.allocation_id == r0.allocation_id
+    await a1.exit(r0.allocation_id, 137)
+    await a2.register()
+    again = [await a1.next_message(), await a2.next_message()]
+    assert {m.allocation_id for m in again} == {f"{r0.allocation_id[:-2]}.2"}
+    trial = (await api.get(f"/api/v1/trials/{r0.env['DET_TRIAL_ID']}")).json()["trial"]
+    assert trial["restarts"] == 0  # the lost agent was not the trial's fault
+    # One rank failing stops the other.
+    await a1.start(again[0])
+    await a2.start(again[1])
+    await a2.exit(again[1].allocation_id, 1)
+    kill = await a1.next_message()
+    assert isinstance(kill, wire.KillTask)
