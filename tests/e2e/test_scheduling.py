@@ -73,3 +73,33 @@ def test_four_slot_trial_runs_as_one_gang_on_two_agents(local_cluster, tmp_path)
     config.write_text(config.read_text().replace("slots_per_trial: 4", "slots_per_trial: 3"))
     refused = cluster.det("experiment", "create", str(config), str(context), check=False)
     assert refused.returncode == 1 and "cannot run" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_pause_frees_the_slot_and_activate_resumes_without_lost_steps(local_cluster):
+    cluster = local_cluster(agents=1, slots=1)
+    s = _session(cluster.url)
+    exp_id = json.loads(cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
+                                    "--config", "searcher.max_length.batches=2000").stdout)["id"]
+
+    def first_trial():  # noqa: ANN202
+        trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        return trials and trials[0]
+
+    trial = wait_for(lambda: (t := first_trial()) and t.get("latestCheckpointUuid") and t, 120, "a checkpoint")
+    cluster.det("experiment", "pause", str(exp_id))
+
+    def paused_and_free():  # noqa: ANN202
+        t = first_trial()
+        agents = s.get(f"{cluster.url}/api/v1/agents").json()["agents"]
+        free = all(slot["container"] is None for a in agents for slot in a["slots"].values())
+        return t["state"] == "STATE_PAUSED" and free
+
+    wait_for(paused_and_free, 60, "the trial to pause and free its slot")
+    cluster.det("experiment", "activate", str(exp_id))
+    cluster.det("experiment", "wait", str(exp_id), timeout=600)
+    trial = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}").json()["trial"]
+    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 0
+    steps = sorted(m["stepsCompleted"] for m in s.get(
+        f"{cluster.url}/api/v1/trials/{trial['id']}/metrics?group=training").json()["metrics"])
+    assert steps == list(range(REPORT_EVERY, 2001, REPORT_EVERY))
+    assert "resumed from checkpoint" in cluster.det("trial", "logs", str(trial["id"])).stdout
