@@ -23,6 +23,8 @@ class AgentConfig:
     pool: str
     work_dir: Path
     log_level: str
+    cloud: str = "none"  # "aws" | "gcp": identity and interruption notices from instance metadata
+    metadata_url: str | None = None
 
     @property
     def ws_url(self) -> str:
@@ -53,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool", default="default", help="resource pool name")
     p.add_argument("--work-dir", default=None, help="default ~/.local/share/controlplane-agent/<agent id>")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    p.add_argument("--cloud", choices=["none", "aws", "gcp"], default="none",
+                   help="read the agent id (instance id / name) and spot interruption notices from the "
+                        "instance metadata")
+    p.add_argument("--metadata-url", default=None, help="instance metadata base URL (default: the cloud's own)")
     return p
 
 
@@ -72,7 +78,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         parser.error("a join token is required (--join-token or --join-token-file)")
     if args.slots is not None and args.slots < 0:
         parser.error("--slots must be >= 0")
-    agent_id = args.agent_id or socket.gethostname()
+    agent_id = args.agent_id or (_cloud_identity(args) if args.cloud != "none" else socket.gethostname())
     work_dir = Path(args.work_dir) if args.work_dir else Path.home() / ".local/share/controlplane-agent" / agent_id
     return AgentConfig(
         master_url=args.master.rstrip("/"),
@@ -83,4 +89,21 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         pool=args.pool,
         work_dir=work_dir.expanduser().resolve(),
         log_level=str(args.log_level).upper(),
+        cloud=args.cloud,
+        metadata_url=args.metadata_url,
     )
+
+
+def metadata_for(cloud: str, metadata_url: str | None):  # noqa: ANN201
+    from .instance_metadata import EC2_METADATA, GCE_METADATA, InstanceMetadata
+
+    return InstanceMetadata(cloud, (metadata_url or (EC2_METADATA if cloud == "aws" else GCE_METADATA)).rstrip("/"))
+
+
+def _cloud_identity(args: argparse.Namespace) -> str:
+    from .instance_metadata import MetadataError
+
+    try:
+        return metadata_for(args.cloud, args.metadata_url).instance_id()
+    except MetadataError as e:
+        raise SystemExit(f"det-agent: {e}") from e

@@ -57,6 +57,13 @@ async def run_agent(cfg: AgentConfig) -> int:
 
     conn_task = asyncio.create_task(conn.run(), name="connection")
     stop_task = asyncio.create_task(stop.wait(), name="stop")
+    watchers = []
+    if cfg.cloud != "none":
+        from .config import metadata_for
+        from .interruption import watch_interruptions
+
+        watchers.append(asyncio.create_task(
+            watch_interruptions(metadata_for(cfg.cloud, cfg.metadata_url), cfg.agent_id, outbox), name="interruptions"))
     done, _ = await asyncio.wait({conn_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
     rc = 0
     if conn_task in done:
@@ -66,7 +73,7 @@ async def run_agent(cfg: AgentConfig) -> int:
     await runner.kill_all(SHUTDOWN_KILL_MAX)
     if not conn_task.done() and conn.connected.is_set():
         await outbox.wait_empty(SHUTDOWN_FLUSH)
-    for t in (conn_task, stop_task):
+    for t in (conn_task, stop_task, *watchers):
         t.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await t

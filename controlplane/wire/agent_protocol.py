@@ -101,7 +101,14 @@ class TaskExited(msgspec.Struct, tag="task_exited", tag_field="type"):
     reason: str = ""  # e.g. "killed", "failed to start: ...", "startup-hook failed"
 
 
-AgentMessage = Register | TaskStarted | TaskLogs | TaskExited
+class InstanceInterrupted(msgspec.Struct, tag="instance_interrupted", tag_field="type"):
+    """The cloud gave notice that it takes this agent's instance back (spot / preemptible)."""
+
+    agent_id: str
+    reason: str
+
+
+AgentMessage = Register | TaskStarted | TaskLogs | TaskExited | InstanceInterrupted
 MasterMessage = Registered | StartTask | KillTask
 
 _agent_decoder = msgspec.json.Decoder(AgentMessage)

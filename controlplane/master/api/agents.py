@@ -73,6 +73,8 @@ async def agent_socket(socket: WebSocket) -> None:
                 await rt.orchestrator.task_started(conn.agent_id, msg)
             elif isinstance(msg, wire.TaskExited):
                 await rt.orchestrator.task_exited(conn.agent_id, msg)
+            elif isinstance(msg, wire.InstanceInterrupted):
+                await rt.orchestrator.agent_interrupted(conn.agent_id, msg.reason)
     except WebSocketDisconnect:
         pass
     except msgspec.DecodeError as e:

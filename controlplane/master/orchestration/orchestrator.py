@@ -233,6 +233,17 @@ class Orchestrator:
             await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc), msg.reason, agent_lost=False)
         self.wake()
 
+    async def agent_interrupted(self, agent_id: str, reason: str) -> None:
+        """Spot/preemptible notice: no new work here, and every trial on it checkpoints now."""
+        async with self.transaction() as session:
+            agent = await session.get(Agent, agent_id)
+            if agent is not None:
+                agent.draining = True
+            for alloc in await self._live_allocations_on(session, agent_id):
+                self.request_preemption(alloc, f"{agent_id}: {reason}")
+        log.warning("agent %s is being taken back by its cloud (%s): preempting its trials", agent_id, reason)
+        self.wake()
+
     async def validation_reported(self, trial_id: int, metric: float, steps_completed: int) -> None:
         async with self.transaction() as session:
             trial = await session.get(Trial, trial_id)

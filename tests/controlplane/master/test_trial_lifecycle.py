@@ -140,3 +140,18 @@ async def test_a_gang_lives_and_dies_together(api):
     await a2.exit(again[1].allocation_id, 1)
     kill = await a1.next_message()
     assert isinstance(kill, wire.KillTask)
+
+
+async def test_spot_interruption_preempts_the_agents_trials(api):
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    start = await agent.next_message()
+    await agent.start(start)
+    signal = f"/api/v1/allocations/{start.allocation_id}/signals/preemption?timeout_seconds=0"
+    h = task_headers(start.session_token)
+    assert (await api.get(signal, headers=h)).json() == {"preempt": False}
+    await api.rt.orchestrator.agent_interrupted("agent-1", "EC2 spot interruption: terminate")
+    assert (await api.get(signal, headers=h)).json() == {"preempt": True}
+    agents = (await api.get("/api/v1/agents")).json()["agents"]
+    assert agents[0]["draining"] is True

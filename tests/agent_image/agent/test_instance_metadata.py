@@ -1,0 +1,88 @@
+"""Instance identity and interruption notices from a local metadata endpoint (EC2 IMDSv2, GCE)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agent_image.agent.instance_metadata import InstanceMetadata, MetadataError
+from agent_image.agent.interruption import watch_interruptions
+from agent_image.agent.outbox import Outbox
+from controlplane.wire.agent_protocol import InstanceInterrupted
+
+
+class Metadata(BaseHTTPRequestHandler):
+    interrupted = False
+    token = "tok-123"
+
+    def log_message(self, *args) -> None:  # noqa: ANN002
+        pass
+
+    def _send(self, code: int, body: str = "") -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def do_PUT(self) -> None:  # noqa: N802
+        if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+            return self._send(200, self.token)
+        self._send(400)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.startswith("/latest/"):
+            if self.headers.get("X-aws-ec2-metadata-token") != self.token:
+                return self._send(401)  # IMDSv2: no token, no answer
+            if self.path == "/latest/meta-data/instance-id":
+                return self._send(200, "i-0abc")
+            if self.path == "/latest/meta-data/spot/instance-action" and Metadata.interrupted:
+                return self._send(200, json.dumps({"action": "terminate", "time": "2026-11-22T19:00:00Z"}))
+            return self._send(404)
+        if self.headers.get("Metadata-Flavor") != "Google":
+            return self._send(403)
+        if self.path == "/computeMetadata/v1/instance/name":
+            return self._send(200, "det-gpu-1")
+        if self.path == "/computeMetadata/v1/instance/preempted":
+            return self._send(200, "TRUE" if Metadata.interrupted else "FALSE")
+        self._send(404)
+
+
+@pytest.fixture
+def metadata_url():
+    Metadata.interrupted = False
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_identity_from_imdsv2_and_gce(metadata_url):
+    assert InstanceMetadata("aws", metadata_url).instance_id() == "i-0abc"
+    assert InstanceMetadata("gcp", metadata_url).instance_id() == "det-gpu-1"
+
+
+def test_interruption_notices(metadata_url):
+    aws, gcp = InstanceMetadata("aws", metadata_url), InstanceMetadata("gcp", metadata_url)
+    assert aws.interruption_notice() is None and gcp.interruption_notice() is None
+    Metadata.interrupted = True
+    assert "spot interruption: terminate" in aws.interruption_notice()
+    assert "preempted" in gcp.interruption_notice()
+
+
+def test_unreachable_metadata_is_a_clear_error():
+    with pytest.raises(MetadataError, match="unreachable"):
+        InstanceMetadata("gcp", "http://127.0.0.1:9").instance_id()
+
+
+async def test_watcher_tells_the_master_once(metadata_url):
+    outbox = Outbox()
+    Metadata.interrupted = True
+    await asyncio.wait_for(watch_interruptions(InstanceMetadata("aws", metadata_url), "i-0abc", outbox, 0.01), 5)
+    msg = await outbox.peek()
+    assert isinstance(msg, InstanceInterrupted) and msg.agent_id == "i-0abc"
