@@ -222,3 +222,26 @@ class TaskLog(Base):
     log: Mapped[str] = mapped_column(Text)  # one line, ending in "\n"
 
     __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),)
+
+
+class Instance(Base):
+    """A cloud (or local) instance the autoscaler launched: found again by its tags each tick.
+
+    Its state history is in state_transitions (entity "instance"); cost is instance-seconds from
+    launched_at to terminated_at (or now) times price_per_hour from the pool's provider config.
+    """
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # EC2 instance id / GCE name
+    pool: Mapped[str] = mapped_column(String(255), index=True)
+    provider: Mapped[str] = mapped_column(String(32))
+    instance_type: Mapped[str] = mapped_column(String(128), default="")
+    zone: Mapped[str] = mapped_column(String(128), default="")
+    spot: Mapped[bool] = mapped_column(Boolean, default=False)
+    launch_request_id: Mapped[str] = mapped_column(String(64), default="")
+    state: Mapped[str] = mapped_column(String(32))  # pending, running, stopping, stopped, terminated
+    price_per_hour: Mapped[float] = mapped_column(Float, default=0.0)
+    launched_at: Mapped[datetime] = _ts()
+    registered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    terminated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")  # why it was launched, or why it ended
