@@ -1,0 +1,175 @@
+"""One pool's reconciler: list instances by tag, plan, launch and terminate, record it all.
+
+Each tick reads the cloud (the truth for what exists), the scheduler's pending gangs and the
+agents, asks the pure planner what to do, and does it. A capacity or quota error blocks that
+option and the planner is asked again in the same tick, so the next zone or type is tried at
+once. Every decision and every reason not to scale is kept for `det resource-pool describe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sqlalchemy import select
+
+from controlplane.autoscaler import (
+    AgentView,
+    Blocked,
+    Decision,
+    Demand,
+    InstanceView,
+    LaunchFailure,
+    PendingLaunch,
+    PoolScaling,
+    on_launch_error,
+    on_launch_success,
+    plan,
+)
+from controlplane.common.timeutil import utcnow
+from controlplane.master.db.models import Allocation, Instance, StateTransition
+from controlplane.master.orchestration import gang
+from controlplane.master.runtime import MasterRuntime
+from controlplane.state import allocation as A
+from provisioners.base import LaunchRequest, ProvisionerError, Provisioner
+
+log = logging.getLogger("controlplane.autoscaler")
+MAX_REPLANS = 6  # failovers tried within one tick
+ERROR_KINDS = {"no_capacity": "no_capacity", "quota_exceeded": "quota", "transient": "transient",
+               "invalid_config": "invalid_config", "fatal": "fatal"}
+
+
+@dataclass
+class PoolAutoscaler:
+    rt: MasterRuntime
+    scaling: PoolScaling
+    provisioner: Provisioner
+    provider: str
+    boot_script: "callable"  # (LaunchRequest fields) -> user data
+    prices: dict[str, float] = field(default_factory=dict)
+    blocked: list[Blocked] = field(default_factory=list)
+    failures: LaunchFailure = field(default_factory=LaunchFailure)
+    in_flight: list[PendingLaunch] = field(default_factory=list)
+    idle_since: dict[str, float] = field(default_factory=dict)
+    last_decision: Decision | None = None
+    last_errors: list[str] = field(default_factory=list)
+    last_tick_at: float = 0.0
+
+    @property
+    def pool(self) -> str:
+        return self.scaling.pool
+
+    async def tick(self, now: float | None = None) -> Decision:
+        now = time.time() if now is None else now
+        listed = await asyncio.to_thread(self.provisioner.list_instances, self.rt.cluster_id, self.pool)
+        listed_ids = {i.instance_id for i in listed}
+        requests_seen = {i.tags.get("det-launch-request") for i in listed}
+        self.in_flight = [p for p in self.in_flight if p.launch_request_id not in requests_seen
+                          and now - p.requested_at < self.scaling.max_agent_starting_period_s]
+        async with self.rt.sessions.begin() as session:
+            rows = {r.id: r for r in (await session.scalars(select(Instance).where(
+                Instance.pool == self.pool, Instance.state != "terminated"))).all()}
+            for row in rows.values():
+                if row.registered_at is None and row.id in self.rt.hub.connections:
+                    row.registered_at = utcnow()
+                    self._move(session, row, row.state, f"agent {row.id} registered")
+            for inst in listed:
+                row = rows.get(inst.instance_id)
+                if row is not None and row.state != inst.state:
+                    self._move(session, row, inst.state, "seen in the cloud")
+            gangs = tuple((await session.scalars(select(Allocation.slots_needed).where(
+                Allocation.resource_pool == self.pool, Allocation.state == A.PENDING))).all())
+            busy: set[str] = set()
+            for alloc in (await session.scalars(select(Allocation).where(
+                    Allocation.resource_pool == self.pool, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+                busy.update(gang.agents_of(alloc))
+        agents = []
+        for conn in self.rt.hub.connections.values():
+            if conn.pool != self.pool:
+                continue
+            if conn.agent_id in busy:
+                self.idle_since.pop(conn.agent_id, None)
+            else:
+                self.idle_since.setdefault(conn.agent_id, now)
+            agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots)))
+        views = [InstanceView(i.instance_id, i.state, i.launched_at, i.zone, i.instance_type, i.spot,
+                              i.tags.get("det-launch-request", ""), known=i.instance_id in rows)
+                 for i in listed]
+        demand = Demand(tuple(g for g in gangs if g > 0))
+        terminated: set[str] = set()
+        errors: list[str] = []
+        for _ in range(MAX_REPLANS):
+            decision = plan(self.scaling, demand, views, agents, self.blocked, self.failures, now,
+                            in_flight=self.in_flight)
+            for t in decision.terminations:
+                if t.instance_id not in terminated:
+                    await self._terminate(t.instance_id, t.reason)
+                    terminated.add(t.instance_id)
+            views = [v for v in views if v.instance_id not in terminated]
+            if not await self._launch_all(decision, now, errors):
+                break  # nothing failed: the decision stands
+        self.last_decision, self.last_errors, self.last_tick_at = decision, errors, now
+        return decision
+
+    async def _launch_all(self, decision: Decision, now: float, errors: list[str]) -> bool:
+        """Returns True when a launch failed and the planner should be asked again."""
+        for launch in decision.launches:
+            req = LaunchRequest(request_id=uuid.uuid4().hex[:12], cluster_id=self.rt.cluster_id, pool=self.pool,
+                                count=launch.count, instance_type=launch.instance_type, zone=launch.zone or None,
+                                spot=launch.spot, user_data=self.boot_script(self.pool))
+            try:
+                instances = await asyncio.to_thread(self.provisioner.launch, req)
+            except ProvisionerError as e:
+                kind = ERROR_KINDS.get(e.kind, "transient")
+                log.warning("pool %s: launch of %d %s in %s failed: %s", self.pool, launch.count,
+                            launch.instance_type, launch.zone or "the default zone", e)
+                errors.append(str(e))
+                self.blocked, self.failures = on_launch_error(
+                    self.scaling, kind, launch.zone, launch.instance_type, launch.spot, e.provider_message,
+                    self.blocked, self.failures, now)
+                return True
+            self.failures = on_launch_success(self.failures)
+            self.in_flight.append(PendingLaunch(req.request_id, launch.count, now, launch.instance_type,
+                                                launch.zone, launch.spot))
+            await self._record_launch(instances, req, launch.reason)
+        return False
+
+    async def _record_launch(self, instances: list, req: LaunchRequest, reason: str) -> None:  # noqa: ANN001
+        async with self.rt.sessions.begin() as session:
+            for inst in instances:
+                session.add(Instance(
+                    id=inst.instance_id, pool=self.pool, provider=self.provider, instance_type=inst.instance_type,
+                    zone=inst.zone, spot=inst.spot, launch_request_id=req.request_id, state=inst.state,
+                    price_per_hour=self.prices.get(inst.instance_type, 0.0),
+                    launched_at=datetime.fromtimestamp(inst.launched_at, timezone.utc), reason=reason))
+                session.add(StateTransition(entity="instance", entity_id=inst.instance_id, from_state=None,
+                                            to_state=inst.state, reason=reason, at=utcnow()))
+        log.info("pool %s: launched %s (%s)", self.pool, ", ".join(i.instance_id for i in instances), reason)
+
+    async def _terminate(self, instance_id: str, reason: str) -> None:
+        try:
+            await asyncio.to_thread(self.provisioner.terminate, [instance_id])
+        except ProvisionerError as e:
+            log.warning("pool %s: terminating %s failed: %s", self.pool, instance_id, e)
+            return
+        async with self.rt.sessions.begin() as session:
+            row = await session.get(Instance, instance_id)
+            if row is None:  # a leak: record it so the bill shows it
+                row = Instance(id=instance_id, pool=self.pool, provider=self.provider, state="running",
+                               launched_at=utcnow(), reason="found by its tags, unknown to the master")
+                session.add(row)
+            self._move(session, row, "terminated", reason)
+            row.terminated_at = utcnow()
+            row.reason = reason
+        self.idle_since.pop(instance_id, None)
+        log.info("pool %s: terminated %s: %s", self.pool, instance_id, reason)
+
+    @staticmethod
+    def _move(session, row: Instance, state: str, reason: str) -> None:  # noqa: ANN001
+        session.add(StateTransition(entity="instance", entity_id=row.id, from_state=row.state, to_state=state,
+                                    reason=reason, at=utcnow()))
+        row.state = state

@@ -1,0 +1,119 @@
+"""The reconciler against a scripted provisioner: scale up on demand, register, scale down,
+fail over zones in the same tick, and terminate leaks — with a reason for each."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from controlplane.master.app import create_app, start_runtime, stop_runtime
+from controlplane.master.autoscaling.reconciler import PoolAutoscaler
+from controlplane.master.autoscaling.service import scaling_of
+from controlplane.master.db.models import Instance
+from controlplane.master.pools import parse_pools
+from controlplane.master.settings import MasterSettings
+from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, Instance as CloudInstance, NoCapacity
+from tests.controlplane.master.conftest import CONFIG, JOIN_TOKEN, FakeAgent, create_experiment
+
+PROVIDER = {"type": "fake", "instance_type": "t1", "zones": ["zone-a", "zone-b"], "max_instances": 2,
+            "slots_per_instance": 1, "max_idle_agent_period": "60s", "max_agent_starting_period": "5m",
+            "prices": {"t1": 3.6}}
+
+
+class ScriptedCloud:
+    def __init__(self) -> None:
+        self.instances: dict[str, CloudInstance] = {}
+        self.no_capacity_zones: set[str] = set()
+        self.launches: list = []
+        self.clock = 1000.0
+
+    def launch(self, req):  # noqa: ANN001, ANN201
+        if req.zone in self.no_capacity_zones:
+            raise NoCapacity("InsufficientInstanceCapacity: none left", zone=req.zone, instance_type=req.instance_type)
+        self.launches.append(req)
+        out = []
+        for n in range(req.count):
+            inst = CloudInstance(f"i-{len(self.instances) + 1}", f"i-{len(self.instances) + 1}", "pending",
+                                 req.zone or "", req.instance_type, req.spot, self.clock,
+                                 {TAG_CLUSTER: req.cluster_id, TAG_POOL: req.pool, TAG_REQUEST: req.request_id})
+            self.instances[inst.instance_id] = inst
+            out.append(inst)
+        return out
+
+    def list_instances(self, cluster_id, pool):  # noqa: ANN001, ANN201
+        return [i for i in self.instances.values() if i.state != "terminated"
+                and i.tags[TAG_CLUSTER] == cluster_id and i.tags[TAG_POOL] == pool]
+
+    def terminate(self, ids):  # noqa: ANN001
+        for i in ids:
+            old = self.instances[i]
+            self.instances[i] = CloudInstance(old.instance_id, old.name, "terminated", old.zone, old.instance_type,
+                                              old.spot, old.launched_at, old.tags)
+
+
+@pytest.fixture
+async def scaled(db_url, tmp_path):
+    pools, compute, aux = parse_pools([{"pool_name": "gpu", "provider": PROVIDER}], None)
+    settings = MasterSettings(data_dir=tmp_path / "m", db_url=db_url, join_token=JOIN_TOKEN, pools=pools,
+                              default_resource_pool=compute, default_aux_pool=aux)
+    app = create_app(settings)
+    rt = app.state.runtime
+    await start_runtime(rt)
+    cloud = ScriptedCloud()
+    scaler = PoolAutoscaler(rt=rt, scaling=scaling_of(pools[0]), provisioner=cloud, provider="fake",
+                            boot_script=lambda pool: f"#!/bin/sh\n# boot {pool}\n", prices={"t1": 3.6})
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as api:
+            api.rt = rt
+            token = (await api.post("/api/v1/auth/login", json={"username": "determined", "password": ""})).json()["token"]
+            api.headers["Authorization"] = f"Bearer {token}"
+            yield api, scaler, cloud
+    finally:
+        await stop_runtime(rt)
+
+
+ONE = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
+
+
+async def test_scale_up_register_run_and_scale_down(scaled):
+    api, scaler, cloud = scaled
+    await create_experiment(api, ONE)
+    decision = await scaler.tick(1000)
+    assert [(r.count, r.zone) for r in cloud.launches] == [(1, "zone-a")]
+    assert any("launch" in e.lower() for e in decision.explanation)
+    await scaler.tick(1001)
+    assert len(cloud.launches) == 1  # the booting instance is coming capacity: no second launch
+    agent = FakeAgent(api.rt, "i-1", slots=1, pool="gpu")
+    await agent.register()
+    start = await agent.next_message()
+    await agent.start(start)
+    await agent.exit(start.allocation_id, 0)
+    await scaler.tick(1010)
+    await scaler.tick(1100)  # idle 90 s > 60 s
+    assert cloud.instances["i-1"].state == "terminated"
+    async with api.rt.sessions() as session:
+        row = await session.get(Instance, "i-1")
+    assert row.state == "terminated" and row.registered_at is not None and "idle" in row.reason
+    assert row.price_per_hour == 3.6
+
+
+async def test_no_capacity_fails_over_to_the_next_zone_in_the_same_tick(scaled):
+    api, scaler, cloud = scaled
+    cloud.no_capacity_zones.add("zone-a")
+    await create_experiment(api, ONE)
+    await scaler.tick(1000)
+    assert [r.zone for r in cloud.launches] == ["zone-b"]
+    assert scaler.last_errors and "none left" in scaler.last_errors[0]
+    assert any(b.until > 1000 for b in scaler.blocked)
+
+
+async def test_a_leaked_instance_is_terminated_with_a_reason(scaled):
+    api, scaler, cloud = scaled
+    cloud.instances["i-leak"] = CloudInstance("i-leak", "i-leak", "running", "zone-a", "t1", False, 900.0,
+                                              {TAG_CLUSTER: api.rt.cluster_id, TAG_POOL: "gpu", TAG_REQUEST: "x"})
+    await scaler.tick(1000)
+    assert cloud.instances["i-leak"].state == "terminated"
+    async with api.rt.sessions() as session:
+        rows = (await session.scalars(select(Instance))).all()
+    assert [(r.id, r.state) for r in rows] == [("i-leak", "terminated")] and rows[0].reason
