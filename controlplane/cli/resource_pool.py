@@ -34,9 +34,39 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_describe(args: argparse.Namespace) -> int:
+    info = session_for(args).get(f"/api/v1/resource-pools/{args.pool}/autoscaler")
+    if args.json:
+        print_json(info)
+        return 0
+    limits = (f", min {info['minInstances']} / max {info['maxInstances']} instances"
+              if info.get("autoscaling") else " (no autoscaling)")
+    print(f"Pool {info['pool']}: provider {info.get('provider') or 'static'}{limits}; spent ${info['spentUsd']:.2f}")
+    rows = [[i["id"], i["state"], i["instanceType"], i["zone"], "spot" if i["spot"] else "on-demand",
+             f"{i['ageSeconds']:.0f}s", i["agentId"] or "-", f"${i['costUsd']:.4f}", i["reason"]]
+            for i in info.get("instances") or []]
+    if rows:
+        print(render.table(["Instance", "State", "Type", "Zone", "Market", "Age", "Agent", "Cost", "Reason"], rows))
+    for title, lines in (("Plan", info.get("plan") or []), ("Blocked", [f"{b['key']}: {b['reason']}" for b in
+                                                                       info.get("blocked") or []]),
+                         ("Launch errors", info.get("lastErrors") or [])):
+        if lines:
+            print(f"{title}:")
+            for line in lines:
+                print(f"  - {line}")
+    if info.get("backoff"):
+        b = info["backoff"]
+        print(f"Backing off after {b['failures']} launch error(s): {b['lastError']}")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("resource-pool", aliases=["rp"], help="resource pools of the cluster")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("list", aliases=["ls"], help="list resource pools")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
+    p = sub.add_parser("describe", help="instances, cost, and what the autoscaler plans and why")
+    p.add_argument("pool")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_describe)

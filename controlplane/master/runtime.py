@@ -12,6 +12,7 @@ from controlplane.master.settings import MasterSettings
 
 if TYPE_CHECKING:
     from controlplane.master.orchestration.hub import AgentHub
+    from controlplane.master.autoscaling.service import AutoscalerService
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
 
@@ -48,3 +49,4 @@ class MasterRuntime:
     notifier: Notifier = field(default_factory=Notifier)
     hub: "AgentHub | None" = None
     orchestrator: "Orchestrator | None" = None
+    autoscaler: "AutoscalerService | None" = None

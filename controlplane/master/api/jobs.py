@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 from litestar import Request, get, patch, post
 from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import current_user, runtime_of
 from controlplane.master.api.requests import path_int, read_json
 from controlplane.master.api.serializers import experiment_json, pagination
-from controlplane.master.db.models import Experiment, Trial, User
+from controlplane.master.api.autoscaler_json import describe_json
+from controlplane.master.db.models import Experiment, Instance, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.services import jobs as svc
 
@@ -108,4 +111,19 @@ async def patch_experiment(request: Request, exp_id: str) -> dict:
     return {"experiment": out}
 
 
-ROUTES = [resource_pools, jobs_v2, update_job_queue, patch_experiment]
+@get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler",
+     tags=["cluster"])
+async def describe_pool(request: Request, pool_name: str) -> dict:
+    """Instances with state, age and agent; what the autoscaler plans next; why it is not scaling."""
+    await current_user(request)
+    rt = runtime_of(request)
+    pool = rt.settings.pool(pool_name)
+    if pool is None:
+        raise NotFound(f"pool {pool_name!r} not found")
+    async with rt.sessions() as session:
+        rows = (await session.scalars(select(Instance).where(Instance.pool == pool_name)
+                                      .order_by(Instance.launched_at))).all()
+    return describe_json(rt, pool, list(rows), time.time())
+
+
+ROUTES = [resource_pools, jobs_v2, update_job_queue, patch_experiment, describe_pool]

@@ -3,6 +3,8 @@ fail over zones in the same tick, and terminate leaks — with a reason for each
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import httpx
 import pytest
 from sqlalchemy import select
@@ -63,6 +65,7 @@ async def scaled(db_url, tmp_path):
     cloud = ScriptedCloud()
     scaler = PoolAutoscaler(rt=rt, scaling=scaling_of(pools[0]), provisioner=cloud, provider="fake",
                             boot_script=lambda pool: f"#!/bin/sh\n# boot {pool}\n", prices={"t1": 3.6})
+    rt.autoscaler = SimpleNamespace(pools={"gpu": scaler})
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as api:
             api.rt = rt
@@ -117,3 +120,16 @@ async def test_a_leaked_instance_is_terminated_with_a_reason(scaled):
     async with api.rt.sessions() as session:
         rows = (await session.scalars(select(Instance))).all()
     assert [(r.id, r.state) for r in rows] == [("i-leak", "terminated")] and rows[0].reason
+
+
+async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
+    api, scaler, cloud = scaled
+    cloud.no_capacity_zones.add("zone-a")
+    await create_experiment(api, ONE)
+    await scaler.tick(1000)
+    info = (await api.get("/api/v1/resource-pools/gpu/autoscaler")).json()
+    assert info["provider"] == "fake" and info["maxInstances"] == 2
+    assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "pending", "zone-b")]
+    assert info["plan"] and info["blocked"][0]["reason"].startswith("no capacity")
+    assert "none left" in info["lastErrors"][0]
+    assert (await api.get("/api/v1/resource-pools/nope/autoscaler")).status_code == 404
