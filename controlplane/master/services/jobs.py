@@ -197,6 +197,15 @@ def shape_problem(rt: MasterRuntime, pool_name: str, slots_needed: int) -> str |
     agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
                             used_slot_ids=frozenset())
               for c in rt.hub.connections.values() if c.pool == pool_name]
+    pool = rt.settings.pool(pool_name)
+    if pool is not None and pool.provider:
+        # An autoscaled pool: judge by what it can grow to, not by what runs now.
+        from controlplane.master.autoscaling.service import scaling_of
+
+        scaling = scaling_of(pool)
+        agents += [AgentSnapshot(agent_id=f"(new instance {i + 1})", pool=pool_name,
+                                 slot_ids=tuple(range(scaling.slots_per_instance)), used_slot_ids=frozenset())
+                   for i in range(scaling.max_instances)]
     if not agents:
         return None
-    return shape_error(slots_needed, agents)
+    return shape_error(slots_needed, agents, pool_name)

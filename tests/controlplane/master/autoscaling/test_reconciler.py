@@ -133,3 +133,15 @@ async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
     assert info["plan"] and info["blocked"][0]["reason"].startswith("no capacity")
     assert "none left" in info["lastErrors"][0]
     assert (await api.get("/api/v1/resource-pools/nope/autoscaler")).status_code == 404
+
+
+async def test_a_job_that_cannot_fit_even_at_max_instances_is_refused(scaled):
+    api, _, _ = scaled
+    import yaml
+
+    too_big = {**ONE, "resources": {"slots_per_trial": 3}}  # at most 2 instances of 1 slot
+    r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump(too_big), "modelDefinition": []})
+    assert r.status_code == 400 and "cannot run in pool 'gpu'" in r.json()["message"]
+    fits = {**ONE, "resources": {"slots_per_trial": 2}}
+    r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump(fits), "modelDefinition": []})
+    assert r.status_code == 200
