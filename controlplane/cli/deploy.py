@@ -213,6 +213,13 @@ def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict) -
     return cfg
 
 
+def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict:
+    """The default pool served by the `local` provider: agents start on demand and go when idle."""
+    return {"autoscaler_tick": "1s", "resource_pools": [{"pool_name": "default", "provider": {
+        "type": "local", "instance_type": "local", "min_instances": 0, "max_instances": max_agents,
+        "slots_per_instance": slots, "max_idle_agent_period": idle_period, "max_agent_starting_period": "2m"}}]}
+
+
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -320,6 +327,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         (data_dir / sub).mkdir(parents=True, exist_ok=True)
     token_file = ensure_join_token(data_dir)
     config_path = data_dir / "master.yaml"
+    if args.autoscale:
+        user_cfg = deep_merge(autoscale_config(args.agents, args.slots_per_agent, args.idle_period), user_cfg)
     config_path.write_text(yaml.safe_dump(master_config(data_dir, port, token_file, user_cfg), sort_keys=False))
 
     master: subprocess.Popen | None = None
@@ -338,7 +347,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         _wait(f"the master at {url}", lambda: info_ok(url, 1.0), master_failed, MASTER_START_TIMEOUT_S)
         agent_cmd = console_command("det-agent", "agent_image.agent.main")
-        for i in range(args.agents):
+        for i in range(0 if args.autoscale else args.agents):
             agents.append(_spawn([*agent_cmd, "--master", url, "--join-token-file", str(token_file),
                                   "--agent-id", AGENT_ID.format(i), "--slots", str(args.slots_per_agent),
                                   "--work-dir", str(data_dir / "agents" / str(i))],
@@ -436,6 +445,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--slots-per-agent", type=int, default=1, help="slots each agent offers (default 1)")
     p.add_argument("--data-dir", default=".det-local", help="state, logs and checkpoints (default .det-local)")
     p.add_argument("--master-config", metavar="FILE", help="master.yaml settings merged over the defaults")
+    p.add_argument("--autoscale", action="store_true",
+                   help="start no agents: the master launches up to --agents local agents on demand "
+                        "(the `local` provider) and stops them when idle")
+    p.add_argument("--idle-period", default="15s", help="with --autoscale: idle time before an agent goes")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", help="stop the local master and agents")

@@ -218,6 +218,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
              t.get("latestCheckpointUuid") or ""] for t in trials]
     print(render.table(["Trial ID", "State", "H-Params", "Restarts", "Batches",
                         f"Best validation ({metric})" if metric else "Best validation", "Checkpoint"], rows))
+    scored = [(v, t) for t in trials if isinstance(v := best_validation(t), (int, float)) and math.isfinite(v)]
+    if scored:
+        value, best = (min if smaller else max)(scored, key=lambda vt: vt[0])
+        print(f"\nBest trial: {best.get('id')} ({metric} {render.format_metric(value)}), hyperparameters "
+              f"{json.dumps(best.get('hparams') or {}, sort_keys=True)}, checkpoint {best.get('latestCheckpointUuid')}")
     if args.metrics:
         print()
         print(f"Validation {metric or 'metric'} per trial (by batches):")

@@ -59,10 +59,14 @@ async def start_runtime(rt: MasterRuntime) -> None:
     """Migrations, cluster identity, default users, then the orchestrator's loop."""
     await _bootstrap(rt)
     await rt.orchestrator.start()
+    if rt.autoscaler is not None:
+        await rt.autoscaler.start()
     log.info("master %s up: cluster %s, db %s", __version__, rt.cluster_id, rt.engine.url.render_as_string())
 
 
 async def stop_runtime(rt: MasterRuntime) -> None:
+    if rt.autoscaler is not None:
+        await rt.autoscaler.stop()
     await rt.orchestrator.stop()
     await rt.engine.dispose()
 
@@ -76,6 +80,9 @@ def create_app(settings: MasterSettings) -> Litestar:
                        master_id=str(uuid.uuid4()))
     rt.hub = AgentHub()
     rt.orchestrator = Orchestrator(rt)
+    from controlplane.master.autoscaling import service as autoscaling
+
+    rt.autoscaler = autoscaling.build(rt)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

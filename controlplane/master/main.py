@@ -43,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from controlplane.master.app import create_app
 
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ConfigError as e:
+        print(f"det-master: invalid config: {e}", file=sys.stderr)
+        return 2
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
                 ws_ping_interval=10, ws_ping_timeout=20, timeout_graceful_shutdown=5)
     return 0

@@ -36,6 +36,11 @@ class MasterSettings:
     default_resource_pool: str = "default"
     default_aux_pool: str = "default"
     log_level: str = "INFO"
+    # The URL instances use to reach the master (boot scripts); default http://127.0.0.1:<port>.
+    public_url: str = ""
+    autoscaler_tick_s: float = 5.0
+    # Tests and simulations: pool name -> a provisioner object used instead of the configured one.
+    provisioner_overrides: dict[str, Any] = field(default_factory=dict)
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -97,11 +102,13 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         default_resource_pool=default_compute,
         default_aux_pool=default_aux,
         log_level=str(raw.get("log_level", "INFO")),
+        public_url=str(raw.get("public_url", "")),
     )
     for key, attr in (
         ("agent_reconnect_wait", "agent_reconnect_wait_s"),
         ("kill_grace_period", "kill_grace_s"),
         ("preemption_timeout", "preemption_timeout_s"),
+        ("autoscaler_tick", "autoscaler_tick_s"),
     ):
         if key in raw:
             setattr(settings, attr, parse_duration(raw[key], key))

@@ -34,6 +34,46 @@ def scaling_of(pool: PoolConfig) -> PoolScaling:
     )
 
 
+def local_agent_command(rt: MasterRuntime) -> Callable[[str, str], list[str]]:
+    """How the `local` provider starts an agent: this venv's det-agent, the instance id as its id."""
+    import sys
+    from pathlib import Path
+
+    settings = rt.settings
+    token_file = settings.data_dir / "local-agent-join-token"
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.touch(mode=0o600)
+    token_file.chmod(0o600)
+    token_file.write_text(settings.join_token)
+    agent_bin = str(Path(sys.executable).parent / "det-agent")
+    slots = {p.name: scaling_of(p).slots_per_instance for p in settings.pools if p.provider}
+
+    def command(pool: str, instance_id: str) -> list[str]:
+        return [agent_bin, "--master", f"http://127.0.0.1:{settings.port}", "--join-token-file", str(token_file),
+                "--agent-id", instance_id, "--pool", pool, "--slots", str(slots.get(pool, 1)), "--slot-type", "cpu",
+                "--work-dir", str(settings.data_dir / "local-agents" / instance_id)]
+
+    return command
+
+
+def build(rt: MasterRuntime) -> "AutoscalerService | None":
+    if not any(p.provider for p in rt.settings.pools):
+        return None
+    from agent_image.boot.render import render_boot_script
+    from controlplane.master.autoscaling.providers import provisioner_for
+
+    command = local_agent_command(rt) if any(p.provider.get("type") == "local" for p in rt.settings.pools) else None
+    public_url = rt.settings.public_url or f"http://127.0.0.1:{rt.settings.port}"
+
+    def boot(pool: str) -> str:
+        kind = "gce-startup-script" if (rt.settings.pool(pool).provider.get("type") == "gcp") else "ec2-user-data"
+        return render_boot_script(kind, master_url=public_url, join_token=rt.settings.join_token, pool=pool)
+
+    return AutoscalerService(rt, lambda pool: provisioner_for(pool, local_command=command,
+                                                               overrides=rt.settings.provisioner_overrides),
+                             boot, tick_s=rt.settings.autoscaler_tick_s)
+
+
 class AutoscalerService:
     def __init__(self, rt: MasterRuntime, provisioner_for: Callable[[PoolConfig], Any],
                  boot_script: Callable[[str], str], tick_s: float = 5.0) -> None:
