@@ -1,0 +1,139 @@
+"""The one place where botocore errors become `ProvisionerError`s.
+
+Why one place: the autoscaler's failover (block a zone, block a type, back off, stop) depends
+entirely on this classification, so it must be reviewed and tested as a single table. Codes
+come from the EC2 API error reference; anything unknown falls back to the HTTP status.
+botocore is imported lazily so importing `provisioners` stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from provisioners.base import (
+    Fatal,
+    InvalidConfig,
+    NoCapacity,
+    ProvisionerError,
+    QuotaExceeded,
+    Transient,
+)
+
+# Exact EC2 error codes -> class. Prefix matches (e.g. "InvalidAMIID.NotFound") are below.
+_CODES: dict[str, type[ProvisionerError]] = {
+    # No capacity in this zone / spot market: try the next zone, type, or on-demand.
+    "InsufficientInstanceCapacity": NoCapacity,
+    "InsufficientCapacity": NoCapacity,
+    "InsufficientHostCapacity": NoCapacity,
+    "InsufficientReservedInstanceCapacity": NoCapacity,
+    "InsufficientFreeAddressesInSubnet": NoCapacity,
+    "SpotMaxPriceTooLow": NoCapacity,
+    "MaxSpotInstanceCountExceeded": NoCapacity,
+    # Account limits: retrying the same thing will not help; another type may.
+    "InstanceLimitExceeded": QuotaExceeded,
+    "VcpuLimitExceeded": QuotaExceeded,
+    "MaxSpotFleetRequestCountExceeded": QuotaExceeded,
+    "VolumeLimitExceeded": QuotaExceeded,
+    # Throttling and server trouble: back off and retry.
+    "RequestLimitExceeded": Transient,
+    "Throttling": Transient,
+    "ThrottlingException": Transient,
+    "RequestThrottled": Transient,
+    "RequestExpired": Transient,
+    "InternalError": Transient,
+    "InternalFailure": Transient,
+    "ServiceUnavailable": Transient,
+    "Unavailable": Transient,
+    # The pool's configuration is wrong.
+    "InvalidParameterValue": InvalidConfig,
+    "InvalidParameterCombination": InvalidConfig,
+    "InvalidParameter": InvalidConfig,
+    "MissingParameter": InvalidConfig,
+    "Unsupported": InvalidConfig,
+    "UnsupportedOperation": InvalidConfig,
+    "InvalidInstanceType": InvalidConfig,
+    "InvalidBlockDeviceMapping": InvalidConfig,
+    "InvalidUserData.Malformed": InvalidConfig,
+    # A request id reused with other parameters: a caller bug, never fixed by retrying.
+    "IdempotentParameterMismatch": InvalidConfig,
+    # Credentials / permissions / account state: an admin must act.
+    "UnauthorizedOperation": Fatal,
+    "AuthFailure": Fatal,
+    "InvalidClientTokenId": Fatal,
+    "SignatureDoesNotMatch": Fatal,
+    "ExpiredToken": Fatal,
+    "OptInRequired": Fatal,
+    "PendingVerification": Fatal,
+    "Blocked": Fatal,
+    "AccessDenied": Fatal,
+}
+
+# "InvalidAMIID.NotFound", "InvalidSubnetID.NotFound", "InvalidGroup.NotFound", ...
+_PREFIXES: tuple[tuple[str, type[ProvisionerError]], ...] = (
+    ("InvalidAMIID.", InvalidConfig),
+    ("InvalidSubnetID.", InvalidConfig),
+    ("InvalidSubnet.", InvalidConfig),
+    ("InvalidGroup.", InvalidConfig),
+    ("InvalidGroupId.", InvalidConfig),
+    ("InvalidKeyPair.", InvalidConfig),
+    ("InvalidSecurityGroupID.", InvalidConfig),
+    ("InvalidIamInstanceProfile.", InvalidConfig),
+    ("InvalidAvailabilityZone", InvalidConfig),
+    ("InvalidPlacementGroup.", InvalidConfig),
+    ("InvalidNetworkInterfaceID.", InvalidConfig),
+)
+
+
+def class_for_code(code: str, http_status: int | None = None) -> type[ProvisionerError]:
+    """Classify one EC2 error code; unknown codes fall back to the HTTP status."""
+    if code in _CODES:
+        return _CODES[code]
+    for prefix, cls in _PREFIXES:
+        if code.startswith(prefix):
+            return cls
+    if http_status is not None:
+        if http_status >= 500 or http_status == 429:
+            return Transient
+        if http_status in (401, 403):
+            return Fatal
+    # An unknown 4xx is most likely a request the pool's config produced: don't spin on it.
+    return InvalidConfig
+
+
+def map_error(
+    exc: BaseException, *, zone: str | None = None, instance_type: str | None = None
+) -> ProvisionerError:
+    """Turn any exception raised by boto3/botocore into the taxonomy (ProvisionerErrors pass)."""
+    if isinstance(exc, ProvisionerError):
+        return exc
+    from botocore import exceptions as bex
+
+    kw = {"zone": zone, "instance_type": instance_type}
+    if isinstance(exc, bex.ClientError):
+        err = exc.response.get("Error", {}) or {}
+        code = str(err.get("Code", "") or "")
+        message = str(err.get("Message", "") or str(exc))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return class_for_code(code, status)(message, code=code or None, **kw)
+    if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError):
+        return Fatal(str(exc), code=type(exc).__name__, **kw)
+    if isinstance(exc, bex.NoRegionError | bex.ParamValidationError):
+        return InvalidConfig(str(exc), code=type(exc).__name__, **kw)
+    # EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError...
+    if isinstance(exc, bex.HTTPClientError | bex.ConnectionError | OSError):
+        return Transient(str(exc), code=type(exc).__name__, **kw)
+    if isinstance(exc, bex.BotoCoreError):
+        return Transient(str(exc), code=type(exc).__name__, **kw)
+    return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+
+
+@contextmanager
+def translated(*, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
+    """`with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause."""
+    try:
+        yield
+    except ProvisionerError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - classification is the point
+        raise map_error(exc, zone=zone, instance_type=instance_type) from exc

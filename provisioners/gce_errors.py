@@ -1,0 +1,123 @@
+"""The one place where Compute Engine errors become `ProvisionerError`s.
+
+GCE reports failures two ways: an HTTP error raised by the client as a google.api_core
+exception, or a zone operation that finishes DONE with `error.errors[].code` set (zone
+stockouts arrive this way). Both go through `classify`, so the table is tested once.
+google.api_core is imported lazily so importing `provisioners` stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from provisioners.base import (
+    Fatal,
+    InvalidConfig,
+    NoCapacity,
+    ProvisionerError,
+    QuotaExceeded,
+    Transient,
+)
+
+_CAPACITY_MARKERS = (
+    "ZONE_RESOURCE_POOL_EXHAUSTED",  # also matches ..._WITH_DETAILS
+    "does not have enough resources",
+    "RESOURCE_POOL_EXHAUSTED",
+    "STOCKOUT",
+    "resourcePoolExhausted",
+)
+_QUOTA_MARKERS = ("QUOTA_EXCEEDED", "quotaExceeded", "Quota '", "quota exceeded", "Quota exceeded")
+_RATE_MARKERS = ("rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED")
+_FATAL_MARKERS = ("PERMISSION_DENIED", "insufficientPermissions", "accessNotConfigured", "SERVICE_DISABLED")
+# Operation error codes seen without an HTTP status.
+_INVALID_CODES = frozenset(
+    {"RESOURCE_NOT_FOUND", "INVALID_FIELD_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS",
+     "UNSUPPORTED_OPERATION", "CONDITION_NOT_MET", "invalid", "notFound", "alreadyExists"}
+)
+
+
+def classify(status: int | None, reasons: Iterable[str], message: str) -> type[ProvisionerError]:
+    """Pick the taxonomy class from an HTTP status, provider reason codes and message text."""
+    reasons = list(reasons)
+    text = " ".join([*reasons, message])
+    if any(m in text for m in _CAPACITY_MARKERS):
+        return NoCapacity
+    if any(m in text for m in _RATE_MARKERS):
+        return Transient  # API request rate, not a resource quota
+    if any(m in text for m in _QUOTA_MARKERS):
+        return QuotaExceeded
+    if any(m in text for m in _FATAL_MARKERS):
+        return Fatal
+    if status is None:
+        return InvalidConfig if any(r in _INVALID_CODES for r in reasons) else Transient
+    if status == 429 or status >= 500:
+        return Transient
+    if status in (401, 403):
+        return Fatal
+    if status in (400, 404, 409, 412):
+        return InvalidConfig  # bad image/network/machine type, or a name clash
+    return InvalidConfig
+
+
+def _reasons_of(exc: Any) -> list[str]:
+    out: list[str] = []
+    reason = getattr(exc, "reason", None)
+    if reason:
+        out.append(str(reason))
+    for item in getattr(exc, "errors", None) or []:
+        if isinstance(item, dict):
+            out.extend(str(item[k]) for k in ("reason", "code") if item.get(k))
+    return out
+
+
+def map_error(
+    exc: BaseException, *, zone: str | None = None, instance_type: str | None = None
+) -> ProvisionerError:
+    """Turn any exception from google-cloud-compute into the taxonomy (ProvisionerErrors pass)."""
+    if isinstance(exc, ProvisionerError):
+        return exc
+    from google.api_core import exceptions as gex
+    from google.auth import exceptions as aex
+
+    kw = {"zone": zone, "instance_type": instance_type}
+    if isinstance(exc, gex.GoogleAPICallError):
+        status = exc.code if isinstance(exc.code, int) else None
+        reasons = _reasons_of(exc)
+        message = str(exc.message or exc)
+        return classify(status, reasons, message)(message, code=(reasons[0] if reasons else None), **kw)
+    if isinstance(exc, gex.RetryError):
+        return Transient(str(exc), code="RetryError", **kw)
+    if isinstance(exc, aex.DefaultCredentialsError | aex.RefreshError):
+        return Fatal(str(exc), code=type(exc).__name__, **kw)
+    if isinstance(exc, OSError | TimeoutError) or type(exc).__module__.startswith("requests"):
+        return Transient(f"{type(exc).__name__}: {exc}", code=type(exc).__name__, **kw)
+    return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+
+
+def operation_error(
+    op: Any, *, zone: str | None = None, instance_type: str | None = None
+) -> ProvisionerError | None:
+    """The error carried by a finished zone operation, or None if it succeeded."""
+    errors = list(getattr(getattr(op, "error", None), "errors", []) or [])
+    status = int(getattr(op, "http_error_status_code", 0) or 0) or None
+    if not errors and status is None:
+        return None
+    codes = [str(e.code) for e in errors if getattr(e, "code", "")]
+    message = "; ".join(str(e.message) for e in errors if getattr(e, "message", "")) or str(
+        getattr(op, "http_error_message", "") or "operation failed"
+    )
+    cls = classify(status, codes, message)
+    return cls(message, code=(codes[0] if codes else None), zone=zone, instance_type=instance_type)
+
+
+@contextmanager
+def translated(*, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
+    """`with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause."""
+    try:
+        yield
+    except ProvisionerError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - classification is the point
+        raise map_error(exc, zone=zone, instance_type=instance_type) from exc

@@ -1,0 +1,54 @@
+"""Fixtures for provisioner tests: a moto EC2 server on loopback, reset before every test.
+
+moto runs in server mode (not the in-process mock) so the real boto3 HTTP path, including
+endpoint_url handling, is exercised exactly as the master will use it against moto.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+REGION = "us-west-2"
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+}
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """One moto server per session (its first EC2 call costs seconds); yields its URL."""
+    pytest.importorskip("moto")
+    from moto.server import ThreadedMotoServer
+
+    saved = {k: os.environ.get(k) for k in _AWS_ENV}
+    os.environ.update(_AWS_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A clean moto state and fake credentials for one test."""
+    import requests
+
+    for k, v in _AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
+    return moto_server
