@@ -53,15 +53,15 @@ def test_protocol_and_basic_lifecycle(fake: FakeProvisioner) -> None:
 def test_zone_capacity_and_spot_only(fake: FakeProvisioner) -> None:
     fake.no_capacity(zone="fake-a")
     with pytest.raises(NoCapacity) as e:
-        fake.launch(req())
+        fake.launch(req("r1"))
     assert e.value.zone == "fake-a" and e.value.instance_type == "g5.xlarge"
-    assert fake.launch(req(zone="fake-b"))
+    assert fake.launch(req("r2", zone="fake-b"))
     fake.restore_capacity()
     fake.no_capacity(instance_type="p4d.24xlarge", spot_only=True)
     with pytest.raises(NoCapacity):
-        fake.launch(req(instance_type="p4d.24xlarge", spot=True))
-    assert fake.launch(req(instance_type="p4d.24xlarge", spot=False))[0].spot is False
-    assert len(fake.failed_launches) == 2
+        fake.launch(req("r3", instance_type="p4d.24xlarge", spot=True))
+    assert fake.launch(req("r4", instance_type="p4d.24xlarge", spot=False))[0].spot is False
+    assert [r.request_id for r, _ in fake.failed_launches] == ["r1", "r3"]
 
 
 def test_quota_after_n_instances(fake: FakeProvisioner) -> None:

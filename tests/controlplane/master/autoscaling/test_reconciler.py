@@ -73,6 +73,7 @@ async def scaled(db_url, tmp_path):
             api.headers["Authorization"] = f"Bearer {token}"
             yield api, scaler, cloud
     finally:
+        rt.autoscaler = None  # the stand-in above has no loop to stop
         await stop_runtime(rt)
 
 
