@@ -24,7 +24,6 @@ _AWS_ENV = {
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """One moto server per session (its first EC2 call costs seconds); yields its URL."""
-    pytest.importorskip("moto")
     from moto.server import ThreadedMotoServer
 
     saved = {k: os.environ.get(k) for k in _AWS_ENV}

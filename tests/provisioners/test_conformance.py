@@ -51,7 +51,6 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         cfg = Ec2Config(region="us-west-2", instance_type="g5.xlarge", image_id=image, endpoint_url=url)
         yield Harness(Ec2Provisioner(cfg), "g5.xlarge", "us-west-2a", "i-0123456789abcdef0")
     elif kind == "gce":
-        pytest.importorskip("google.cloud.compute_v1")
         from provisioners.gce import GceConfig, GceProvisioner
         from tests.provisioners.gce_server import GceTestServer
 

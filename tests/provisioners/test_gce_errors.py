@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-gex = pytest.importorskip("google.api_core.exceptions")
+import google.api_core.exceptions as gex  # a required dependency: fail loudly if missing
 
 from provisioners.base import (  # noqa: E402
     Fatal,

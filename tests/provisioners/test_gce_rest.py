@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("google.cloud.compute_v1")
+import google.cloud.compute_v1  # noqa: F401  (required: fail loudly if missing)
 
 from provisioners.base import (  # noqa: E402
     TAG_CLUSTER,
