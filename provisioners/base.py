@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Protocol, runtime_checkable
 
 TAG_CLUSTER = "det-cluster-id"
@@ -153,3 +155,19 @@ def validate_request(req: LaunchRequest) -> None:
         raise InvalidConfig(f"launch count must be >= 1, got {req.count}")
     if not req.request_id or not req.cluster_id or not req.pool:
         raise InvalidConfig("request_id, cluster_id and pool must be non-empty")
+
+
+def translator(map_error: Callable[..., ProvisionerError]) -> Callable[..., AbstractContextManager[None]]:
+    """A `translated(zone=..., instance_type=...)` context manager for one SDK's `map_error`:
+    SDK errors leave it as ProvisionerErrors (the SDK's exception kept as the cause)."""
+
+    @contextmanager
+    def translated(*, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
+        try:
+            yield
+        except ProvisionerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classification is the point
+            raise map_error(exc, zone=zone, instance_type=instance_type) from exc
+
+    return translated

@@ -8,10 +8,9 @@ botocore is imported lazily so importing `provisioners` stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from provisioners.base import (
+    translator,
     Fatal,
     InvalidConfig,
     NoCapacity,
@@ -128,12 +127,5 @@ def map_error(
     return Fatal(f"{type(exc).__name__}: {exc}", **kw)
 
 
-@contextmanager
-def translated(*, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
-    """`with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause."""
-    try:
-        yield
-    except ProvisionerError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - classification is the point
-        raise map_error(exc, zone=zone, instance_type=instance_type) from exc
+# `with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause.
+translated = translator(map_error)

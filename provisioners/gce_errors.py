@@ -9,10 +9,10 @@ google.api_core is imported lazily so importing `provisioners` stays cheap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from provisioners.base import (
+    translator,
     Fatal,
     InvalidConfig,
     NoCapacity,
@@ -112,12 +112,5 @@ def operation_error(
     return cls(message, code=(codes[0] if codes else None), zone=zone, instance_type=instance_type)
 
 
-@contextmanager
-def translated(*, zone: str | None = None, instance_type: str | None = None) -> Iterator[None]:
-    """`with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause."""
-    try:
-        yield
-    except ProvisionerError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - classification is the point
-        raise map_error(exc, zone=zone, instance_type=instance_type) from exc
+# `with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause.
+translated = translator(map_error)
