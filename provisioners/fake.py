@@ -102,6 +102,14 @@ class FakeProvisioner:
         with self._lock:
             self._faults[op].extend(make() for _ in range(k))
 
+    def clear_faults(self) -> None:
+        """The cloud is healthy again: capacity back, queued failures and listing lag dropped."""
+        with self._lock:
+            self.capacity_rules.clear()
+            self.list_delay_calls = 0
+            for queued in self._faults.values():
+                queued.clear()
+
     def interrupt(self, instance_id: str) -> None:
         """A spot interruption: the instance is gone (terminated) without anyone asking."""
         self._set_state(instance_id, "terminated")
@@ -109,6 +117,16 @@ class FakeProvisioner:
     def stop(self, instance_id: str) -> None:
         """Someone stopped the instance (or GCE preempted it to TERMINATED = stopped)."""
         self._set_state(instance_id, "stopped")
+
+    def plant(self, cluster_id: str, pool: str, request_id: str, zone: str = "", instance_type: str = "t1") -> Instance:
+        """An instance carrying the cluster's tags appears without this master launching it (a leak
+        from a lost launch record or an earlier master), bypassing every scripted fault."""
+        with self._lock:
+            iid = f"fake-{next(self._ids):06d}"
+            inst = Instance(iid, iid, "running", zone or self.zones[0], instance_type, False, self.clock(),
+                            {TAG_CLUSTER: cluster_id, TAG_POOL: pool, TAG_REQUEST: request_id})
+            self._store[iid] = inst
+            return inst
 
     def registers(self, instance_id: str) -> bool:
         """Whether a boot simulator should register an agent for this instance."""

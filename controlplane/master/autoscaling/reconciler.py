@@ -55,6 +55,8 @@ class PoolAutoscaler:
     failures: LaunchFailure = field(default_factory=LaunchFailure)
     in_flight: list[PendingLaunch] = field(default_factory=list)
     idle_since: dict[str, float] = field(default_factory=dict)
+    agent_seen_at: dict[str, float] = field(default_factory=dict)  # last tick its agent was connected
+    first_tick_at: float | None = None
     last_decision: Decision | None = None
     last_errors: list[str] = field(default_factory=list)
     last_tick_at: float = 0.0
@@ -65,7 +67,13 @@ class PoolAutoscaler:
 
     async def tick(self, now: float | None = None) -> Decision:
         now = time.time() if now is None else now
-        listed = await asyncio.to_thread(self.provisioner.list_instances, self.rt.cluster_id, self.pool)
+        self.first_tick_at = now if self.first_tick_at is None else self.first_tick_at
+        try:
+            listed = await asyncio.to_thread(self.provisioner.list_instances, self.rt.cluster_id, self.pool)
+        except ProvisionerError as e:  # without the cloud's truth nothing is decided this tick
+            log.warning("pool %s: listing instances failed: %s", self.pool, e)
+            self.last_errors, self.last_tick_at = [f"listing instances failed: {e}"], now
+            return Decision(explanation=[f"not acting this tick: listing instances failed: {e}"])
         listed_ids = {i.instance_id for i in listed}
         requests_seen = {i.tags.get("det-launch-request") for i in listed}
         self.in_flight = [p for p in self.in_flight if p.launch_request_id not in requests_seen
@@ -81,6 +89,13 @@ class PoolAutoscaler:
                 row = rows.get(inst.instance_id)
                 if row is not None and row.state != inst.state:
                     self._move(session, row, inst.state, "seen in the cloud")
+            vanished = self._record_vanished(session, rows, listed_ids)
+        for iid, reason in vanished:  # before reading demand, so their re-queued work counts now
+            self.idle_since.pop(iid, None)
+            self.agent_seen_at.pop(iid, None)
+            if self.rt.orchestrator is not None:
+                await self.rt.orchestrator.instance_gone(iid, reason)
+        async with self.rt.sessions() as session:
             gangs = tuple((await session.scalars(select(Allocation.slots_needed).where(
                 Allocation.resource_pool == self.pool, Allocation.state == A.PENDING))).all())
             busy: set[str] = set()
@@ -96,8 +111,10 @@ class PoolAutoscaler:
             else:
                 self.idle_since.setdefault(conn.agent_id, now)
             agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots)))
+            self.agent_seen_at[conn.agent_id] = now
         views = [InstanceView(i.instance_id, i.state, i.launched_at, i.zone, i.instance_type, i.spot,
-                              i.tags.get("det-launch-request", ""), known=i.instance_id in rows)
+                              i.tags.get("det-launch-request", ""), known=i.instance_id in rows,
+                              last_agent_seen_at=self._agent_seen(rows.get(i.instance_id)))
                  for i in listed]
         demand = Demand(tuple(g for g in gangs if g > 0))
         terminated: set[str] = set()
@@ -114,6 +131,34 @@ class PoolAutoscaler:
                 break  # nothing failed: the decision stands
         self.last_decision, self.last_errors, self.last_tick_at = decision, errors, now
         return decision
+
+    def _agent_seen(self, row: Instance | None) -> float | None:
+        """When the instance's agent was last connected, so that a dropped connection gets
+        `max_agent_starting_period` to come back instead of being taken for an agent that never
+        came. After a master restart a registered instance counts as seen at the first tick."""
+        if row is None:
+            return None
+        seen = self.agent_seen_at.get(row.id)
+        if seen is None and row.registered_at is not None:
+            seen = self.first_tick_at
+        return seen
+
+    def _record_vanished(self, session, rows: dict[str, Instance], listed_ids: set[str]) -> list[tuple[str, str]]:  # noqa: ANN001
+        """Rows the cloud no longer lists, other than launches it may not list yet, are gone:
+        a spot reclaim, a console termination. Their bill stops now and the reason says why."""
+        waiting = {p.launch_request_id for p in self.in_flight}
+        out = []
+        for row in rows.values():
+            if row.id in listed_ids or row.launch_request_id in waiting:
+                continue
+            reason = (f"instance {row.id} is gone from the cloud without the master terminating it "
+                      "(spot reclaim, or terminated outside the master)")
+            self._move(session, row, "terminated", reason)
+            row.terminated_at = utcnow()
+            row.reason = reason
+            out.append((row.id, reason))
+            log.warning("pool %s: %s", self.pool, reason)
+        return out
 
     async def _launch_all(self, decision: Decision, now: float, errors: list[str]) -> bool:
         """Returns True when a launch failed and the planner should be asked again."""
@@ -166,6 +211,7 @@ class PoolAutoscaler:
             row.terminated_at = utcnow()
             row.reason = reason
         self.idle_since.pop(instance_id, None)
+        self.agent_seen_at.pop(instance_id, None)
         log.info("pool %s: terminated %s: %s", self.pool, instance_id, reason)
 
     @staticmethod

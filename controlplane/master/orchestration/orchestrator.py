@@ -49,6 +49,7 @@ class Orchestrator:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
+        self._unplaced: set[str] = set()  # pending allocations the last pass could not place
 
     # ---- loop -------------------------------------------------------------------------------
 
@@ -243,6 +244,20 @@ class Orchestrator:
                 self.request_preemption(alloc, f"{agent_id}: {reason}")
         log.warning("agent %s is being taken back by its cloud (%s): preempting its trials", agent_id, reason)
         self.wake()
+
+    async def instance_gone(self, agent_id: str, reason: str) -> None:
+        """The cloud says the agent's machine no longer exists: nothing can reconnect, so its
+        work is re-queued now instead of after `agent_reconnect_wait`."""
+        if agent_id in self.rt.hub.connections:
+            return  # still talking to us: the listing lags; the agent's own exit will tell
+        async with self.transaction() as session:
+            self.rt.hub.away_since.pop(agent_id, None)
+            allocs = await self._live_allocations_on(session, agent_id)
+            for alloc in allocs:
+                await self._allocation_lost(session, alloc, f"agent {agent_id} lost: {reason}")
+        if allocs:
+            log.warning("instance %s is gone (%s): re-queued %d allocation(s)", agent_id, reason, len(allocs))
+            self.wake()
 
     async def validation_reported(self, trial_id: int, metric: float, steps_completed: int) -> None:
         async with self.transaction() as session:
@@ -469,11 +484,20 @@ class Orchestrator:
             alloc.killed_for_preemption = True
             self._kill_allocation(alloc, "preemption timeout")
 
+    def _wake_autoscaler_for_new_demand(self, unplaced: set[str]) -> None:
+        """Work that could not be placed and was not there at the last pass: the autoscaler
+        plans now rather than at its next tick, so a launch waits on nothing but the boot."""
+        fresh = unplaced - self._unplaced
+        self._unplaced = unplaced
+        if fresh and self.rt.autoscaler is not None and hasattr(self.rt.autoscaler, "wake"):
+            self.rt.autoscaler.wake()
+
     async def _schedule(self, session: AsyncSession) -> None:
         snap = await snapshot.take(session, self.rt)
         if not snap.pending:
             return
         plan = planner.plan(snap.pools, snap.pending, snap.running, snap.agents, time.time())
+        self._wake_autoscaler_for_new_demand(set(snap.pending_rows) - {p.allocation_id for p in plan.placements})
         for preemption in plan.preemptions:
             alloc = snap.running_rows.get(preemption.allocation_id)
             if alloc is not None:

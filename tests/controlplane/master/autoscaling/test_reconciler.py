@@ -3,20 +3,14 @@ fail over zones in the same tick, and terminate leaks — with a reason for each
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import httpx
 import pytest
 from sqlalchemy import select
 
-from controlplane.master.app import create_app, start_runtime, stop_runtime
-from controlplane.master.autoscaling.reconciler import PoolAutoscaler
-from controlplane.master.autoscaling.service import scaling_of
+from controlplane.master.app import stop_runtime
 from controlplane.master.db.models import Instance
-from controlplane.master.pools import parse_pools
-from controlplane.master.settings import MasterSettings
 from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, Instance as CloudInstance, NoCapacity
-from tests.controlplane.master.conftest import CONFIG, JOIN_TOKEN, FakeAgent, create_experiment
+from tests.controlplane.master.autoscaling.conftest import login, start_master
+from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
 PROVIDER = {"type": "fake", "instance_type": "t1", "zones": ["zone-a", "zone-b"], "max_instances": 2,
             "slots_per_instance": 1, "max_idle_agent_period": "60s", "max_agent_starting_period": "5m",
@@ -56,24 +50,13 @@ class ScriptedCloud:
 
 @pytest.fixture
 async def scaled(db_url, tmp_path):
-    pools, compute, aux = parse_pools([{"pool_name": "gpu", "provider": PROVIDER}], None)
-    settings = MasterSettings(data_dir=tmp_path / "m", db_url=db_url, join_token=JOIN_TOKEN, pools=pools,
-                              default_resource_pool=compute, default_aux_pool=aux)
-    app = create_app(settings)
-    rt = app.state.runtime
-    await start_runtime(rt)
     cloud = ScriptedCloud()
-    scaler = PoolAutoscaler(rt=rt, scaling=scaling_of(pools[0]), provisioner=cloud, provider="fake",
-                            boot_script=lambda pool: f"#!/bin/sh\n# boot {pool}\n", prices={"t1": 3.6})
-    rt.autoscaler = SimpleNamespace(pools={"gpu": scaler})
+    rt = await start_master(db_url, tmp_path, PROVIDER, cloud)
+    api = await login(rt)
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as api:
-            api.rt = rt
-            token = (await api.post("/api/v1/auth/login", json={"username": "determined", "password": ""})).json()["token"]
-            api.headers["Authorization"] = f"Bearer {token}"
-            yield api, scaler, cloud
+        yield api, rt.autoscaler.pools["gpu"], cloud
     finally:
-        rt.autoscaler = None  # the stand-in above has no loop to stop
+        await api.aclose()
         await stop_runtime(rt)
 
 
