@@ -14,6 +14,7 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.settings import parse_duration
 
 log = logging.getLogger("controlplane.autoscaler")
+MIN_TICK_GAP_S = 1.0  # a wake-up for new demand never makes the cloud be listed more often than this
 
 
 def scaling_of(pool: PoolConfig) -> PoolScaling:
@@ -87,6 +88,11 @@ class AutoscalerService:
                 rt=rt, scaling=scaling_of(pool), provisioner=provisioner_for(pool), provider=pool.provider["type"],
                 boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}))
         self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """New unplaceable demand: tick now (at most every MIN_TICK_GAP_S) instead of at tick_s."""
+        self._wake.set()
 
     async def start(self) -> None:
         if self.pools:
@@ -109,4 +115,10 @@ class AutoscalerService:
                     raise
                 except Exception:  # one pool's bad tick must not stop the others
                     log.exception("autoscaler tick for pool %s failed", scaler.pool)
-            await asyncio.sleep(self.tick_s)
+            await asyncio.sleep(min(MIN_TICK_GAP_S, self.tick_s))  # bounds cloud API calls under a storm
+            try:
+                async with asyncio.timeout(max(0.0, self.tick_s - MIN_TICK_GAP_S)):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
