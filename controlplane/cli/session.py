@@ -118,6 +118,9 @@ class Session:
     def patch(self, path: str, body: Any = _UNSET) -> Any:
         return self._json(self.request("PATCH", path, body=body))
 
+    def delete(self, path: str) -> Any:
+        return self._json(self.request("DELETE", path))
+
     def stream_ndjson(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[dict]:
         """Yield each `result` of an NDJSON stream as it arrives; an `error` line raises."""
         resp = self.request("GET", path, params=params, stream=True, timeout=STREAM_TIMEOUT)

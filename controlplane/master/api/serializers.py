@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
+
+if TYPE_CHECKING:
+    from controlplane.master.services.models import ModelView, VersionView
 
 
 def pagination(offset: int, limit: int, total: int, count: int) -> dict:
@@ -106,6 +111,8 @@ def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metric
         "state": ckpt.state,
         "training": training,
         "storageId": None,
+        **({"deletion": {"reason": ckpt.delete_reason, "error": ckpt.delete_error or None,
+                         "attempts": ckpt.delete_attempts}} if ckpt.delete_reason else {}),
     }
 
 
@@ -115,3 +122,44 @@ def _searcher_value(exp_config: dict | None, validation_metrics: dict | None) ->
     name, _ = _searcher_metric(exp_config)
     value = decode_nonfinite(validation_metrics.get(name))
     return value if isinstance(value, (int, float)) else None
+
+
+def model_json(view: ModelView) -> dict:
+    """v1Model: the client requires id, name, creationTime, lastUpdatedTime, metadata, numVersions,
+    userId, username, archived and workspaceId."""
+    m = view.model
+    return {
+        "id": m.id,
+        "name": m.name,
+        "description": m.description,
+        "notes": m.notes,
+        "metadata": m.metadata_ or {},
+        "labels": list(m.labels or []),
+        "creationTime": iso(m.created_at),
+        "lastUpdatedTime": iso(m.updated_at),
+        "numVersions": view.num_versions,
+        "username": view.username,
+        "userId": m.owner_id,
+        "archived": m.archived,
+        "workspaceId": 1,
+    }
+
+
+def model_version_json(view: VersionView) -> dict:
+    """v1ModelVersion: a full v1Checkpoint and v1Model embedded (both required by the client)."""
+    v = view.version
+    return {
+        "id": v.id,
+        "version": v.version,
+        "model": model_json(view.model),
+        "checkpoint": checkpoint_json(view.checkpoint, view.experiment_config, view.validation),
+        "name": v.name,
+        "comment": v.comment,
+        "notes": v.notes,
+        "metadata": v.metadata_ or {},
+        "labels": list(v.labels or []),
+        "username": view.username,
+        "userId": v.owner_id,
+        "creationTime": iso(v.created_at),
+        "lastUpdatedTime": iso(v.updated_at),
+    }

@@ -21,6 +21,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -205,6 +206,11 @@ class Checkpoint(Base):
     size: Mapped[int] = mapped_column(BigInteger, default=0)
     storage: Mapped[dict] = mapped_column(JSON, default=dict)  # checkpoint_storage config used
     report_time: Mapped[datetime] = _ts()
+    # Garbage collection: STATE_PARTIALLY_DELETED means "its files are being deleted" (storage
+    # first, then this row becomes STATE_DELETED); the reason and the last failure are kept.
+    delete_reason: Mapped[str] = mapped_column(Text, default="")
+    delete_error: Mapped[str] = mapped_column(Text, default="")
+    delete_attempts: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class TaskLog(Base):
@@ -245,3 +251,43 @@ class Instance(Base):
     registered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     terminated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")  # why it was launched, or why it ended
+
+
+class RegisteredModel(Base):
+    """A model of the registry: a name under which checkpoints of any experiments are versioned."""
+
+    __tablename__ = "models"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
+    labels: Mapped[list] = mapped_column(JSON, default=list)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _ts()
+    updated_at: Mapped[datetime] = _ts()  # any change to the model, or a version added or removed
+
+
+class ModelVersion(Base):
+    """Version N (1, 2, 3, ... per model) of a registered model: one checkpoint, by uuid.
+
+    The foreign key has no ON DELETE: a checkpoint row that the registry refers to cannot be
+    deleted (checkpoint GC must skip registered checkpoints, see services/models.py).
+    """
+
+    __tablename__ = "model_versions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    checkpoint_uuid: Mapped[str] = mapped_column(ForeignKey("checkpoints.uuid"), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    comment: Mapped[str] = mapped_column(Text, default="")
+    notes: Mapped[str] = mapped_column(Text, default="")
+    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
+    labels: Mapped[list] = mapped_column(JSON, default=list)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = _ts()
+    updated_at: Mapped[datetime] = _ts()
+
+    __table_args__ = (UniqueConstraint("model_id", "version", name="uq_model_versions_model_id_version"),)

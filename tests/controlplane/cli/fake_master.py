@@ -13,6 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+try:
+    from tests.controlplane.cli.fake_models import FakeRegistry
+except ModuleNotFoundError:  # run as a script (`python fake_master.py`) by the deploy tests
+    from fake_models import FakeRegistry  # type: ignore[no-redef]
+
 
 @dataclass
 class Recorded:
@@ -84,6 +89,7 @@ class FakeState:
                                                                                   "draining": False}})
     next_id: int = 3
     counter: int = 0
+    registry: FakeRegistry = field(default_factory=FakeRegistry)
 
 
 def trial(tid: int, exp_id: int) -> dict:
@@ -225,6 +231,9 @@ class Handler(BaseHTTPRequestHandler):
                     "pagination": {"offset": 0, "limit": 0, "startIndex": 0, "endIndex": 1, "total": 1}})
             if parts[4] == "logs":
                 return self._stream_logs(tid, q)
+        if parts[:3] == ["api", "v1", "models"]:
+            status, answer = self.state.registry.handle(method, parts[3:], q, body, user)
+            return self._error(status, answer["message"]) if status >= 300 else self._send(status, answer)
         if url.path == "/api/v1/resource-pools" and method == "GET":
             pools = self.state.pools
             return self._send(200, {"resourcePools": pools, "pagination": {
@@ -371,6 +380,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:  # noqa: N802
         self._handle("PATCH")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._handle("DELETE")
 
 
 class FakeMaster:

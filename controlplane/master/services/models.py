@@ -1,0 +1,389 @@
+"""The model registry: checkpoints of any experiments grouped under a model name, as versions.
+
+A model is named uniquely (a name of digits only is refused: the API looks a model up by name
+or by numeric id in the same path segment). Its versions are numbered 1, 2, 3, ... in the order
+they are registered; the number is taken under a lock on the model's row (``FOR UPDATE`` on
+PostgreSQL, the write lock taken at ``BEGIN IMMEDIATE`` on SQLite), so concurrent registrations
+never collide. Only a ``STATE_COMPLETED`` checkpoint can be registered, and a registered
+checkpoint is never garbage-collected: see ``registered_checkpoint_uuids``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import utcnow
+from controlplane.master.api.requests import expect_dict, field
+from controlplane.master.db.models import Checkpoint, Experiment, Metric, ModelVersion, RegisteredModel, User
+from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services.auth import AuthedUser
+
+WORKSPACE_ID = 1
+WORKSPACE_NAME = "Uncategorized"
+REGISTRABLE_STATE = "STATE_COMPLETED"
+MODEL_SORTS = {
+    "SORT_BY_UNSPECIFIED": lambda v: v.model.id,
+    "SORT_BY_NAME": lambda v: v.model.name,
+    "SORT_BY_DESCRIPTION": lambda v: v.model.description or "",
+    "SORT_BY_CREATION_TIME": lambda v: (v.model.created_at, v.model.id),
+    "SORT_BY_LAST_UPDATED_TIME": lambda v: (v.model.updated_at, v.model.id),
+    "SORT_BY_NUM_VERSIONS": lambda v: v.num_versions,
+    "SORT_BY_WORKSPACE": lambda v: WORKSPACE_NAME,
+}
+VERSION_SORTS = {
+    "SORT_BY_UNSPECIFIED": lambda v: v.version.version,
+    "SORT_BY_VERSION": lambda v: v.version.version,
+    "SORT_BY_CREATION_TIME": lambda v: (v.version.created_at, v.version.version),
+}
+ORDERS = {"ORDER_BY_UNSPECIFIED": False, "ORDER_BY_ASC": False, "ORDER_BY_DESC": True}
+
+
+@dataclass(frozen=True)
+class ModelView:
+    model: RegisteredModel
+    username: str
+    num_versions: int
+
+
+@dataclass(frozen=True)
+class VersionView:
+    version: ModelVersion
+    model: ModelView
+    username: str
+    checkpoint: Checkpoint
+    experiment_config: dict | None  # of the experiment that wrote the checkpoint
+    validation: dict | None  # that trial's validation metrics at the checkpoint's step
+
+
+@dataclass(frozen=True)
+class ModelFilter:
+    """`GET /api/v1/models` query: every given filter must match."""
+
+    name: str | None = None  # substring, case-insensitive
+    description: str | None = None  # substring, case-insensitive
+    model_id: int | None = None
+    archived: bool | None = None
+    labels: list[str] = dc_field(default_factory=list)  # the model carries all of them
+    users: list[str] = dc_field(default_factory=list)
+    user_ids: list[int] = dc_field(default_factory=list)
+    workspace_names: list[str] = dc_field(default_factory=list)
+    workspace_ids: list[int] = dc_field(default_factory=list)
+
+
+# ---- the helper for checkpoint garbage collection -------------------------------------------
+async def registered_checkpoint_uuids(session: AsyncSession) -> set[str]:
+    """Every checkpoint uuid that some model version refers to: these are never collected.
+
+    Call it inside the GC's own write transaction, after reading the candidate checkpoint rows
+    ``FOR UPDATE`` (``register_version`` locks its checkpoint row the same way, so on PostgreSQL
+    a registration racing the GC either lands first and is seen here, or waits and then finds
+    the checkpoint no longer STATE_COMPLETED; on SQLite write transactions are serial anyway).
+    The foreign key model_versions.checkpoint_uuid -> checkpoints.uuid (no ON DELETE) also
+    refuses to delete such a checkpoint's row.
+    """
+    return set((await session.scalars(select(ModelVersion.checkpoint_uuid).distinct())).all())
+
+
+# ---- input checks ---------------------------------------------------------------------------
+def _model_name(value: Any, name: str = "name") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"{name}: required, a non-empty string")
+    if value != value.strip():
+        raise BadRequest(f"{name}: must not start or end with whitespace, got {value!r}")
+    if len(value) > 255:
+        raise BadRequest(f"{name}: at most 255 characters, got {len(value)}")
+    if value.isdigit():
+        raise BadRequest(f"{name}: must not be only digits (numbers address models by id), got {value!r}")
+    if "/" in value:
+        raise BadRequest(f"{name}: must not contain '/', got {value!r}")
+    return value
+
+
+def _text(value: Any, name: str, *, limit: int | None = None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{name}: must be a string, got {type(value).__name__}")
+    if limit is not None and len(value) > limit:
+        raise BadRequest(f"{name}: at most {limit} characters, got {len(value)}")
+    return value
+
+
+def _metadata(value: Any, name: str) -> dict | None:
+    return None if value is None else expect_dict(value, name)
+
+
+def _labels(value: Any, name: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise BadRequest(f"{name}: must be a list of strings, got {value!r}")
+    return list(dict.fromkeys(value))
+
+
+def _check_workspace(body: dict) -> None:
+    """There is one workspace, Determined's default; naming another one is an error."""
+    ws_name, ws_id = field(body, "workspaceName"), field(body, "workspaceId")
+    if ws_name not in (None, "", WORKSPACE_NAME):
+        raise NotFound(f"workspaceName: workspace {ws_name!r} not found (this master has one: {WORKSPACE_NAME!r})")
+    if ws_id not in (None, 0, WORKSPACE_ID):
+        raise NotFound(f"workspaceId: workspace {ws_id!r} not found (this master has one: id {WORKSPACE_ID})")
+
+
+def _order(order_by: str | None) -> bool:
+    key = order_by or "ORDER_BY_UNSPECIFIED"
+    if key not in ORDERS:
+        raise BadRequest(f"orderBy: must be one of {', '.join(ORDERS)}, got {order_by!r}")
+    return ORDERS[key]
+
+
+def _require_owner(owner_id: int, user: AuthedUser, what: str) -> None:
+    if not user.admin and owner_id != user.id:
+        raise Forbidden(f"only the owner of {what} or an admin may do this")
+
+
+# ---- lookups --------------------------------------------------------------------------------
+async def _find_model(session: AsyncSession, ident: str, *, lock: bool = False) -> RegisteredModel:
+    """By numeric id when ``ident`` is all digits, else by name (names are never all digits)."""
+    q = select(RegisteredModel)
+    q = q.where(RegisteredModel.id == int(ident)) if ident.isdigit() else q.where(RegisteredModel.name == ident)
+    if lock:
+        q = q.with_for_update()
+    model = await session.scalar(q)
+    if model is None:
+        raise NotFound(f"model {ident!r} not found")
+    return model
+
+
+async def _usernames(session: AsyncSession, ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict((await session.execute(select(User.id, User.username).where(User.id.in_(ids)))).all())
+
+
+async def _model_view(session: AsyncSession, model: RegisteredModel) -> ModelView:
+    count = await session.scalar(select(func.count()).where(ModelVersion.model_id == model.id))
+    names = await _usernames(session, {model.owner_id})
+    return ModelView(model, names.get(model.owner_id, ""), int(count or 0))
+
+
+async def _version_views(session: AsyncSession, mview: ModelView, versions: list[ModelVersion]) -> list[VersionView]:
+    uuids = {v.checkpoint_uuid for v in versions}
+    ckpts = {c.uuid: c for c in (await session.scalars(select(Checkpoint).where(Checkpoint.uuid.in_(uuids)))).all()} \
+        if uuids else {}
+    exp_ids = {c.experiment_id for c in ckpts.values() if c.experiment_id is not None}
+    configs = dict((await session.execute(select(Experiment.id, Experiment.config).where(
+        Experiment.id.in_(exp_ids)))).all()) if exp_ids else {}
+    names = await _usernames(session, {v.owner_id for v in versions})
+    out = []
+    for v in versions:
+        ckpt = ckpts[v.checkpoint_uuid]
+        validation = None
+        if ckpt.trial_id is not None:
+            validation = await session.scalar(select(Metric.metrics).where(
+                Metric.trial_id == ckpt.trial_id, Metric.group == "validation",
+                Metric.steps_completed == ckpt.steps_completed).order_by(Metric.id.desc()).limit(1))
+        out.append(VersionView(v, mview, names.get(v.owner_id, ""), ckpt, configs.get(ckpt.experiment_id),
+                               validation))
+    return out
+
+
+async def _find_version(session: AsyncSession, model: RegisteredModel, number: int) -> ModelVersion:
+    version = await session.scalar(select(ModelVersion).where(
+        ModelVersion.model_id == model.id, ModelVersion.version == number))
+    if version is None:
+        raise NotFound(f"model {model.name!r} has no version {number}")
+    return version
+
+
+# ---- models ---------------------------------------------------------------------------------
+async def create_model(rt: MasterRuntime, user: AuthedUser, body: Any) -> ModelView:
+    body = expect_dict(body, "body")
+    name = _model_name(field(body, "name"))
+    description = _text(field(body, "description"), "description") or ""
+    notes = _text(field(body, "notes"), "notes") or ""
+    metadata = _metadata(field(body, "metadata"), "metadata") or {}
+    labels = _labels(field(body, "labels"), "labels") or []
+    _check_workspace(body)
+    now = utcnow()
+    try:
+        async with rt.sessions.begin() as session:
+            if await session.scalar(select(RegisteredModel.id).where(RegisteredModel.name == name)) is not None:
+                raise Conflict(f"name: a model named {name!r} already exists")
+            model = RegisteredModel(name=name, description=description, notes=notes, metadata_=metadata,
+                                    labels=labels, owner_id=user.id, archived=False, created_at=now, updated_at=now)
+            session.add(model)
+            await session.flush()
+    except IntegrityError:  # a concurrent create of the same name won
+        raise Conflict(f"name: a model named {name!r} already exists") from None
+    return ModelView(model, user.username, 0)
+
+
+async def get_model(rt: MasterRuntime, ident: str) -> ModelView:
+    async with rt.sessions() as session:
+        return await _model_view(session, await _find_model(session, ident))
+
+
+async def list_models(rt: MasterRuntime, flt: ModelFilter, sort_by: str | None,
+                      order_by: str | None) -> list[ModelView]:
+    """Every model matching ``flt``, sorted (ties by id); the caller pages."""
+    sort_key = MODEL_SORTS.get(sort_by or "SORT_BY_UNSPECIFIED")
+    if sort_key is None:
+        raise BadRequest(f"sortBy: must be one of {', '.join(MODEL_SORTS)}, got {sort_by!r}")
+    descending = _order(order_by)
+    if flt.workspace_names and WORKSPACE_NAME not in flt.workspace_names:
+        return []
+    if flt.workspace_ids and WORKSPACE_ID not in flt.workspace_ids:
+        return []
+    counts = (select(ModelVersion.model_id, func.count().label("n")).group_by(ModelVersion.model_id).subquery())
+    q = (select(RegisteredModel, User.username, func.coalesce(counts.c.n, 0))
+         .join(User, User.id == RegisteredModel.owner_id)
+         .outerjoin(counts, counts.c.model_id == RegisteredModel.id))
+    if flt.name:
+        q = q.where(func.lower(RegisteredModel.name).contains(flt.name.lower(), autoescape=True))
+    if flt.description:
+        q = q.where(func.lower(RegisteredModel.description).contains(flt.description.lower(), autoescape=True))
+    if flt.model_id is not None:
+        q = q.where(RegisteredModel.id == flt.model_id)
+    if flt.archived is not None:
+        q = q.where(RegisteredModel.archived.is_(flt.archived))
+    if flt.users:
+        q = q.where(User.username.in_(flt.users))
+    if flt.user_ids:
+        q = q.where(RegisteredModel.owner_id.in_(flt.user_ids))
+    async with rt.sessions() as session:
+        rows = (await session.execute(q.order_by(RegisteredModel.id))).all()
+    views = [ModelView(m, username, int(n)) for m, username, n in rows
+             if all(label in (m.labels or []) for label in flt.labels)]
+    views.sort(key=sort_key, reverse=descending)  # stable: equal keys stay in id order
+    return views
+
+
+async def patch_model(rt: MasterRuntime, ident: str, body: Any) -> ModelView:
+    """Fields present (and not null) in the body are set; the others are left as they are."""
+    body = expect_dict(body, "body")
+    new_name = field(body, "name")
+    new_name = _model_name(new_name) if new_name is not None else None
+    description = _text(field(body, "description"), "description")
+    notes = _text(field(body, "notes"), "notes")
+    metadata = _metadata(field(body, "metadata"), "metadata")
+    labels = _labels(field(body, "labels"), "labels")
+    _check_workspace(body)
+    try:
+        async with rt.sessions.begin() as session:
+            model = await _find_model(session, ident, lock=True)
+            if new_name is not None and new_name != model.name:
+                if await session.scalar(select(RegisteredModel.id).where(RegisteredModel.name == new_name)) is not None:
+                    raise Conflict(f"name: a model named {new_name!r} already exists")
+                model.name = new_name
+            for attr, value in (("description", description), ("notes", notes), ("metadata_", metadata),
+                                ("labels", labels)):
+                if value is not None:
+                    setattr(model, attr, value)
+            model.updated_at = utcnow()
+            await session.flush()
+            return await _model_view(session, model)
+    except IntegrityError:
+        raise Conflict(f"name: a model named {new_name!r} already exists") from None
+
+
+async def delete_model(rt: MasterRuntime, user: AuthedUser, ident: str) -> None:
+    """The model and all its versions; the checkpoints stay (and become collectable again)."""
+    async with rt.sessions.begin() as session:
+        model = await _find_model(session, ident, lock=True)
+        _require_owner(model.owner_id, user, f"model {model.name!r}")
+        await session.execute(delete(ModelVersion).where(ModelVersion.model_id == model.id))
+        await session.delete(model)
+
+
+# ---- versions -------------------------------------------------------------------------------
+async def register_version(rt: MasterRuntime, user: AuthedUser, ident: str, body: Any) -> VersionView:
+    body = expect_dict(body, "body")
+    ckpt_uuid = field(body, "checkpointUuid")
+    if not isinstance(ckpt_uuid, str) or not ckpt_uuid:
+        raise BadRequest("checkpointUuid: required, the uuid of a completed checkpoint")
+    model_name = _text(field(body, "modelName"), "modelName")
+    name = _text(field(body, "name"), "name", limit=255) or ""
+    comment = _text(field(body, "comment"), "comment") or ""
+    notes = _text(field(body, "notes"), "notes") or ""
+    metadata = _metadata(field(body, "metadata"), "metadata") or {}
+    labels = _labels(field(body, "labels"), "labels") or []
+    async with rt.sessions.begin() as session:
+        model = await _find_model(session, ident, lock=True)
+        if model_name not in (None, "", model.name, str(model.id)):
+            raise BadRequest(f"modelName: {model_name!r} does not match the model of the path, {model.name!r}")
+        # Locked like checkpoint GC locks the rows it may delete: whichever comes second sees the
+        # other's outcome (a version that protects the checkpoint, or a checkpoint being deleted).
+        ckpt = await session.get(Checkpoint, ckpt_uuid, with_for_update=True)
+        if ckpt is None:
+            raise NotFound(f"checkpointUuid: checkpoint {ckpt_uuid} not found")
+        if ckpt.state != REGISTRABLE_STATE:
+            raise BadRequest(f"checkpointUuid: checkpoint {ckpt_uuid} is {ckpt.state}; "
+                             f"only a {REGISTRABLE_STATE} checkpoint can be registered")
+        latest = await session.scalar(select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id))
+        now = utcnow()
+        version = ModelVersion(model_id=model.id, version=(latest or 0) + 1, checkpoint_uuid=ckpt_uuid, name=name,
+                               comment=comment, notes=notes, metadata_=metadata, labels=labels, owner_id=user.id,
+                               created_at=now, updated_at=now)
+        session.add(version)
+        model.updated_at = now
+        await session.flush()
+        mview = await _model_view(session, model)
+        return (await _version_views(session, mview, [version]))[0]
+
+
+async def list_versions(rt: MasterRuntime, ident: str, sort_by: str | None,
+                        order_by: str | None) -> tuple[ModelView, list[VersionView]]:
+    sort_key = VERSION_SORTS.get(sort_by or "SORT_BY_UNSPECIFIED")
+    if sort_key is None:
+        raise BadRequest(f"sortBy: must be one of {', '.join(VERSION_SORTS)}, got {sort_by!r}")
+    descending = _order(order_by)
+    async with rt.sessions() as session:
+        model = await _find_model(session, ident)
+        mview = await _model_view(session, model)
+        versions = list((await session.scalars(select(ModelVersion).where(ModelVersion.model_id == model.id)
+                                               .order_by(ModelVersion.version))).all())
+        views = await _version_views(session, mview, versions)
+    return mview, sorted(views, key=sort_key, reverse=descending)
+
+
+async def get_version(rt: MasterRuntime, ident: str, number: int) -> VersionView:
+    async with rt.sessions() as session:
+        model = await _find_model(session, ident)
+        version = await _find_version(session, model, number)
+        return (await _version_views(session, await _model_view(session, model), [version]))[0]
+
+
+async def patch_version(rt: MasterRuntime, ident: str, number: int, body: Any) -> VersionView:
+    body = expect_dict(body, "body")
+    if field(body, "checkpoint") is not None:
+        raise BadRequest("checkpoint: a version's checkpoint cannot be changed; register a new version instead")
+    changes = {"name": _text(field(body, "name"), "name", limit=255),
+               "comment": _text(field(body, "comment"), "comment"),
+               "notes": _text(field(body, "notes"), "notes"),
+               "metadata_": _metadata(field(body, "metadata"), "metadata"),
+               "labels": _labels(field(body, "labels"), "labels")}
+    async with rt.sessions.begin() as session:
+        model = await _find_model(session, ident, lock=True)
+        version = await _find_version(session, model, number)
+        for attr, value in changes.items():
+            if value is not None:
+                setattr(version, attr, value)
+        version.updated_at = utcnow()
+        await session.flush()
+        return (await _version_views(session, await _model_view(session, model), [version]))[0]
+
+
+async def delete_version(rt: MasterRuntime, user: AuthedUser, ident: str, number: int) -> None:
+    async with rt.sessions.begin() as session:
+        model = await _find_model(session, ident, lock=True)
+        version = await _find_version(session, model, number)
+        _require_owner(version.owner_id, user, f"version {number} of model {model.name!r}")
+        await session.delete(version)
+        model.updated_at = utcnow()
