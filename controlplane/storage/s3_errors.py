@@ -1,0 +1,75 @@
+"""botocore / s3transfer errors → the storage taxonomy, in this one place.
+
+S3 error codes: https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from controlplane.storage.errors import (
+    AccessDenied,
+    BucketNotFound,
+    CheckpointNotFound,
+    StorageError,
+    StorageUnavailable,
+)
+
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+           "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem", "InvalidClientTokenId", "401", "403"}
+_UNAVAILABLE = {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling",
+                "ThrottlingException", "RequestLimitExceeded", "500", "502", "503", "504"}
+_NO_OBJECT = {"NoSuchKey", "NotFound", "404"}
+
+
+def translate(exc: BaseException, *, bucket: str, where: str,
+              missing: type[StorageError] = BucketNotFound) -> StorageError | None:
+    """The taxonomy error for ``exc``, or None when it is not an S3 error (re-raise it as is).
+
+    ``missing`` says what a missing key means where the call was made: a checkpoint that is not
+    there (downloads) or, where only the bucket can be missing, BucketNotFound.
+    """
+    from botocore import exceptions as bx
+    from s3transfer.exceptions import RetriesExceededError
+
+    if isinstance(exc, bx.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        detail = f"{code}: {error.get('Message') or 'no message'}"
+        if code == "NoSuchBucket":
+            return BucketNotFound(f"S3 bucket {bucket!r} does not exist (checkpoint storage {where})")
+        if code in _NO_OBJECT:
+            if missing is CheckpointNotFound:
+                return CheckpointNotFound(f"checkpoint not found at {where} (deleted, or never stored)")
+            return BucketNotFound(f"S3 bucket {bucket!r} does not exist (checkpoint storage {where})")
+        if code in _DENIED:
+            return AccessDenied(f"access to {where} denied ({detail}); check checkpoint_storage "
+                                "access_key/secret_key or this machine's AWS credentials")
+        if code in _UNAVAILABLE:
+            return StorageUnavailable(f"S3 is unavailable for {where} ({detail})")
+        return StorageError(f"S3 request for {where} failed ({detail})")
+    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)):
+        return AccessDenied(f"no usable AWS credentials for {where}: set checkpoint_storage access_key and "
+                            "secret_key, or configure the AWS credential chain")
+    if isinstance(exc, (bx.ConnectionError, bx.HTTPClientError, RetriesExceededError, ConnectionError, TimeoutError)):
+        # botocore's ConnectionError covers EndpointConnectionError and connect timeouts;
+        # HTTPClientError covers ConnectionClosedError and read timeouts.
+        return StorageUnavailable(f"S3 endpoint unreachable for {where} ({exc})")
+    if isinstance(exc, bx.BotoCoreError):
+        return StorageError(f"S3 request for {where} failed ({exc})")
+    return None
+
+
+@contextlib.contextmanager
+def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound) -> Iterator[None]:
+    """Raises the taxonomy error for any S3 error inside the block (chained to the original)."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as e:
+        mapped = translate(e, bucket=bucket, where=where, missing=missing)
+        if mapped is None:
+            raise
+        raise mapped from e

@@ -1,0 +1,91 @@
+"""The StorageManager contract, scenario by scenario, on shared_fs, S3 and GCS alike."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from controlplane.storage import CheckpointNotFound
+from tests.controlplane.storage.checkpoints import digests, tree, write_tree
+from tests.controlplane.storage.conftest import PREFIX
+
+
+def store(backend, ckpt_uuid: str | None = None) -> tuple[str, dict[str, bytes]]:
+    ckpt_uuid = ckpt_uuid or str(uuid.uuid4())
+    with backend.storage.store_path(ckpt_uuid) as path:
+        files = write_tree(path)
+    return ckpt_uuid, files
+
+
+def test_round_trip_keeps_every_byte(backend, tmp_path):
+    ckpt_uuid, files = store(backend)
+
+    assert backend.stored(ckpt_uuid) == sorted(files)
+    backend.storage.download(ckpt_uuid, tmp_path / "copy")
+    assert tree(tmp_path / "copy") == digests(files)
+    with backend.storage.restore_path(ckpt_uuid) as restored:
+        assert tree(restored) == digests(files)
+
+
+def test_resources_are_sizes_as_stored(backend):
+    ckpt_uuid, files = store(backend)
+    assert backend.storage.resources(ckpt_uuid) == {rel: len(data) for rel, data in files.items()}
+
+
+def test_cloud_objects_live_at_prefix_uuid_relpath(cloud):
+    ckpt_uuid, files = store(cloud)
+    assert cloud.storage.where(ckpt_uuid).endswith(f"/{PREFIX}/{ckpt_uuid}/")
+    assert cloud.stored(ckpt_uuid) == sorted(files)
+
+
+def test_upload_dir_stores_a_finished_directory(backend, tmp_path):
+    files = write_tree(tmp_path / "src")
+    backend.storage.upload_dir(tmp_path / "src", "ckpt-1")
+    assert backend.storage.resources("ckpt-1") == {rel: len(data) for rel, data in files.items()}
+    assert tree(tmp_path / "src") == digests(files)  # the source is left as it was
+
+
+def test_delete_is_idempotent(backend):
+    ckpt_uuid, _ = store(backend)
+    backend.storage.delete(ckpt_uuid)
+    backend.storage.delete(ckpt_uuid)
+    backend.storage.delete(str(uuid.uuid4()))  # never stored
+    assert backend.stored(ckpt_uuid) == []
+    assert ckpt_uuid not in backend.storage.list_checkpoints()
+
+
+def test_download_of_a_deleted_checkpoint_says_so(backend, tmp_path):
+    ckpt_uuid, _ = store(backend)
+    backend.storage.delete(ckpt_uuid)
+
+    with pytest.raises(CheckpointNotFound, match=rf"checkpoint {ckpt_uuid} not found .*deleted"):
+        backend.storage.download(ckpt_uuid, tmp_path / "copy")
+    with pytest.raises(CheckpointNotFound):
+        backend.storage.resources(ckpt_uuid)
+    with pytest.raises(FileNotFoundError):  # what directory-storage callers already catch
+        with backend.storage.restore_path(ckpt_uuid):
+            pass
+
+
+def test_an_exception_while_writing_stores_nothing(backend):
+    ckpt_uuid = str(uuid.uuid4())
+    with pytest.raises(RuntimeError, match="training crashed"):
+        with backend.storage.store_path(ckpt_uuid) as path:
+            write_tree(path)
+            raise RuntimeError("training crashed")
+    assert backend.stored(ckpt_uuid) == []
+    assert backend.storage.list_checkpoints() == []
+
+
+def test_list_checkpoints_names_the_stored_ones(backend):
+    first, _ = store(backend)
+    second, _ = store(backend)
+    backend.storage.delete(first)
+    assert backend.storage.list_checkpoints() == [second]
+
+
+def test_a_uuid_is_one_path_component(backend):
+    for bad in ("", "..", "a/b"):
+        with pytest.raises(ValueError, match="not a checkpoint uuid"):
+            backend.storage.delete(bad)
