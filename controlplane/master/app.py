@@ -61,10 +61,12 @@ async def start_runtime(rt: MasterRuntime) -> None:
     await rt.orchestrator.start()
     if rt.autoscaler is not None:
         await rt.autoscaler.start()
+    await rt.checkpoint_gc.start()
     log.info("master %s up: cluster %s, db %s", __version__, rt.cluster_id, rt.engine.url.render_as_string())
 
 
 async def stop_runtime(rt: MasterRuntime) -> None:
+    await rt.checkpoint_gc.stop()
     if rt.autoscaler is not None:
         await rt.autoscaler.stop()
     await rt.orchestrator.stop()
@@ -83,6 +85,9 @@ def create_app(settings: MasterSettings) -> Litestar:
     from controlplane.master.autoscaling import service as autoscaling
 
     rt.autoscaler = autoscaling.build(rt)
+    from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
+
+    rt.checkpoint_gc = CheckpointGcLoop(rt)
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

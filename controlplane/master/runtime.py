@@ -13,6 +13,7 @@ from controlplane.master.settings import MasterSettings
 if TYPE_CHECKING:
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.autoscaling.service import AutoscalerService
+    from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
 
@@ -50,3 +51,4 @@ class MasterRuntime:
     hub: "AgentHub | None" = None
     orchestrator: "Orchestrator | None" = None
     autoscaler: "AutoscalerService | None" = None
+    checkpoint_gc: "CheckpointGcLoop | None" = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from litestar import Request, get, post
+from litestar import Request, delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import current_user, require_trial, runtime_of, user_or_task
-from controlplane.master.api.requests import path_int, read_json
+from controlplane.master.api.requests import expect_dict, field, path_int, read_json
+from controlplane.master.errors import BadRequest
+from controlplane.master.services import checkpoint_gc as gc
 from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.services import checkpoints as svc
 
@@ -70,4 +72,18 @@ async def trial_checkpoints(request: Request, trial_id: str, limit: int = 0, off
             "pagination": pagination(offset, limit, total, len(page))}
 
 
-ROUTES = [report, get_checkpoint, experiment_checkpoints, trial_checkpoints]
+@delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", tags=["checkpoints"], status_code=200)
+async def delete_checkpoints(request: Request) -> dict:
+    """`det checkpoint rm`: mark, delete the files, record; what fails stays marked and is retried."""
+    user = await current_user(request)
+    body = expect_dict(await read_json(request), "body")
+    uuids = field(body, "checkpointUuids")
+    if not isinstance(uuids, list) or not uuids or not all(isinstance(u, str) and u for u in uuids):
+        raise BadRequest("checkpoint_uuids: a non-empty list of checkpoint UUIDs is required")
+    rt = runtime_of(request)
+    await gc.request_deletion(rt, list(dict.fromkeys(uuids)), user.username)
+    report = await gc.drain(rt, only=set(uuids))
+    return {"deleted": report.deleted, "failed": report.failed}
+
+
+ROUTES = [report, get_checkpoint, experiment_checkpoints, trial_checkpoints, delete_checkpoints]

@@ -3,12 +3,14 @@
 from controlplane.master.api import (
     agents,
     allocations,
+    checkpoint_download,
     checkpoints,
     experiments,
     info,
     jobs,
     logs,
     metrics,
+    models,
     tasks,
     users,
 )
@@ -37,5 +39,7 @@ ALL = [
     *logs.ROUTES,
     *metrics.ROUTES,
     *checkpoints.ROUTES,
+    *checkpoint_download.ROUTES,
     *jobs.ROUTES,
+    *models.ROUTES,
 ]

@@ -1,0 +1,60 @@
+"""`GET /checkpoints/{uuid}`: a checkpoint as a tar.gz stream, for clients that cannot reach its
+storage (`det checkpoint download --mode master`, Determined's route outside /api/v1)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from litestar import Request, get
+from litestar.background_tasks import BackgroundTask
+from litestar.response import File
+
+from controlplane.master.api.auth_guard import current_user, runtime_of
+from controlplane.master.errors import ApiError, NotFound
+from controlplane.master.services import checkpoint_gc as gc
+from controlplane.master.services import checkpoints as svc
+
+
+class StorageFailed(ApiError):
+    status = 502
+
+
+def _pack(rt, storage_config: dict, uuid: str, work: Path) -> Path:  # noqa: ANN001
+    from controlplane.storage import CheckpointNotFound, StorageError
+
+    files = work / uuid
+    try:
+        gc.storage_of(rt, storage_config).download(uuid, files)
+    except CheckpointNotFound as e:
+        raise NotFound(f"checkpoint {uuid}: its files are not in storage ({e})") from e
+    except StorageError as e:
+        raise StorageFailed(f"checkpoint {uuid}: reading it from storage failed: {e}") from e
+    archive = work / f"{uuid}.tar.gz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:  # speed over size: weights compress poorly
+        tar.add(files, arcname=".")
+    shutil.rmtree(files, ignore_errors=True)
+    return archive
+
+
+@get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", tags=["checkpoints"])
+async def download(request: Request, ckpt_uuid: str) -> File:
+    await current_user(request)
+    rt = runtime_of(request)
+    ckpt, _config, _ = await svc.get_checkpoint(rt, ckpt_uuid)
+    if ckpt.state in (gc.DELETED, gc.DELETING):
+        raise NotFound(f"checkpoint {ckpt_uuid} was deleted ({ckpt.delete_reason or 'no reason recorded'})")
+    work = Path(tempfile.mkdtemp(prefix="det-ckpt-"))
+    try:
+        archive = await asyncio.to_thread(_pack, rt, ckpt.storage, ckpt_uuid, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return File(archive, filename=f"{ckpt_uuid}.tar.gz", media_type="application/gzip",
+                background=BackgroundTask(shutil.rmtree, work, True))
+
+
+ROUTES = [download]

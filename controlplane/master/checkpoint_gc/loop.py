@@ -1,0 +1,90 @@
+"""Runs checkpoint GC in the background: for every experiment that ended (found again from the
+database after a restart, so nothing is lost), and for every checkpoint still marked for
+deletion, retried with backoff until its files are gone."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from controlplane.master.db.models import Experiment
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import checkpoint_gc as gc
+
+log = logging.getLogger("controlplane.checkpoint_gc")
+SCAN_S = 2.0  # how often ended experiments are looked for
+LATE_COMMIT_MARGIN = timedelta(minutes=1)
+RETRY_BASE_S, RETRY_CAP_S = 5.0, 300.0  # failed deletions: 5 s doubling, capped at 5 min
+
+
+class CheckpointGcLoop:
+    def __init__(self, rt: MasterRuntime) -> None:
+        self.rt = rt
+        self._collected: set[int] = set()
+        self._since: datetime | None = None  # end_time watermark: older experiments are collected
+        self._failures = 0
+        self._retry_at = 0.0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="checkpoint-gc")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def run_once(self, now: float) -> gc.DrainReport | None:
+        """Collect newly ended experiments, then drain the marked checkpoints unless backing off."""
+        for exp_id in await self._ended_experiments():
+            await gc.collect_experiment(self.rt, exp_id)
+            self._collected.add(exp_id)
+            self._retry_at = 0.0  # new work: do not wait out an old backoff
+        if now < self._retry_at:
+            return None
+        report = await gc.drain(self.rt)
+        if report.failed:
+            self._failures += 1
+            self._retry_at = now + min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (self._failures - 1))
+        else:
+            self._failures = 0
+        return report
+
+    async def _ended_experiments(self) -> list[int]:
+        async with self.rt.sessions() as session:
+            q = select(Experiment.id, Experiment.end_time).where(Experiment.state.in_(gc.TERMINAL_EXPERIMENT))
+            if self._since is not None:
+                # A margin: an experiment whose end_time was set before the last one seen may
+                # commit after it.
+                q = q.where(Experiment.end_time >= self._since - LATE_COMMIT_MARGIN)
+            rows = (await session.execute(q)).all()
+        ends = [end for _, end in rows if end is not None]
+        if ends:
+            self._since = max([*ends, self._since] if self._since else ends)
+        return sorted(i for i, _ in rows if i not in self._collected)
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self.run_once(loop.time())
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bad pass must not stop GC for good
+                log.exception("checkpoint GC pass failed")
+            try:
+                async with asyncio.timeout(SCAN_S):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()

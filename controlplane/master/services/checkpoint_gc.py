@@ -1,0 +1,160 @@
+"""Checkpoint garbage collection: decide (the pure `save_*` policy), mark, delete, record.
+
+Deleting is two-phase so that no failure leaves a usable-looking row over missing files, nor files
+that no row knows about:
+1. mark: in one transaction the checkpoint becomes STATE_PARTIALLY_DELETED ("its files are being
+   deleted", never restored from again) with the reason;
+2. delete its files from the storage it was written to (idempotent), check that nothing is left,
+   and only then make the row STATE_DELETED with no resources.
+A failure in 2 leaves the row marked with the error and the attempt count; `drain()` retries
+every marked row, so a GC that failed half-way converges when it runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from controlplane.checkpoint_gc import CheckpointView, SavePolicy, doomed
+from controlplane.common.floats import decode_nonfinite
+from controlplane.common.timeutil import utcnow
+from controlplane.master.db.models import Checkpoint, Experiment, Metric, StateTransition, Trial
+from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services.models import registered_checkpoint_uuids
+from controlplane.state import experiment as E
+from controlplane.state import trial as T
+
+log = logging.getLogger("controlplane.checkpoint_gc")
+COMPLETED, DELETING, DELETED = "STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED"
+TERMINAL_EXPERIMENT = (E.COMPLETED, E.CANCELED, E.ERROR)
+
+
+@dataclass
+class DrainReport:
+    deleted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # uuid -> error
+
+
+def storage_of(rt: MasterRuntime, config: dict):  # noqa: ANN201
+    from controlplane.storage import from_config
+
+    return from_config(config or rt.settings.default_checkpoint_storage(), rt.settings.data_dir / "checkpoints")
+
+
+def _mark(session, ckpt: Checkpoint, reason: str) -> None:  # noqa: ANN001
+    session.add(StateTransition(entity="checkpoint", entity_id=ckpt.uuid, from_state=ckpt.state,
+                                to_state=DELETING, reason=reason, at=utcnow()))
+    ckpt.state, ckpt.delete_reason, ckpt.delete_error = DELETING, reason, ""
+
+
+async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
+    """Mark the checkpoints of a finished experiment that its `save_*` policy does not keep."""
+    async with rt.sessions.begin() as session:
+        exp = await session.get(Experiment, exp_id)
+        if exp is None or exp.state not in TERMINAL_EXPERIMENT:
+            return []
+        # FOR UPDATE: a model registration of one of these (which locks its checkpoint row) either
+        # lands before the registry is read below or waits until these are marked.
+        ckpts = list((await session.scalars(select(Checkpoint).where(
+            Checkpoint.experiment_id == exp_id, Checkpoint.state == COMPLETED).with_for_update())).all())
+        if not ckpts:
+            return []
+        metric = (exp.config.get("searcher") or {}).get("metric", "")
+        values = {}
+        for trial_id, steps, metrics in (await session.execute(select(
+                Metric.trial_id, Metric.steps_completed, Metric.metrics).where(
+                Metric.trial_id.in_({c.trial_id for c in ckpts}), Metric.group == "validation")
+                .order_by(Metric.id))).all():  # a step validated again after a restart: the last report wins
+            value = decode_nonfinite((metrics or {}).get(metric))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values[(trial_id, steps)] = float(value)
+        views = [CheckpointView(c.uuid, c.trial_id or 0, c.steps_completed, values.get((c.trial_id, c.steps_completed)))
+                 for c in ckpts]
+        protected = await registered_checkpoint_uuids(session)
+        by_uuid = {c.uuid: c for c in ckpts}
+        marked = []
+        for d in doomed(views, SavePolicy.of(exp.config), protected):
+            _mark(session, by_uuid[d.uuid], f"garbage collection when experiment {exp_id} ended: {d.reason}")
+            marked.append(d.uuid)
+    if marked:
+        log.info("experiment %d: %d checkpoint(s) to delete by its save_* policy", exp_id, len(marked))
+    return marked
+
+
+async def request_deletion(rt: MasterRuntime, uuids: list[str], who: str) -> list[str]:
+    """`det checkpoint rm`: mark the named checkpoints, or refuse them all with the reason.
+
+    Refused: unknown uuids, checkpoints in the model registry, and the latest checkpoint of a
+    trial that may still resume from it. Already deleted ones are left as they are."""
+    async with rt.sessions.begin() as session:
+        rows = {c.uuid: c for c in (await session.scalars(
+            select(Checkpoint).where(Checkpoint.uuid.in_(uuids)).with_for_update())).all()}
+        missing = [u for u in uuids if u not in rows]
+        if missing:
+            raise NotFound(f"checkpoint_uuids: no checkpoint {', '.join(missing)}")
+        registered = sorted(set(uuids) & await registered_checkpoint_uuids(session))
+        if registered:
+            raise BadRequest(f"checkpoint_uuids: {', '.join(registered)} "
+                             f"{'is' if len(registered) == 1 else 'are'} in the model registry; "
+                             "delete the model version first")
+        for c in rows.values():
+            trial = await session.get(Trial, c.trial_id) if c.trial_id is not None else None
+            if trial is not None and trial.latest_checkpoint == c.uuid and not T.TRIAL.is_terminal(trial.state):
+                raise BadRequest(f"checkpoint_uuids: {c.uuid} is the latest checkpoint of trial {trial.id}, which "
+                                 f"is {trial.state.lower()} and would resume from it")
+        marked = []
+        for uuid in uuids:
+            c = rows[uuid]
+            if c.state not in (DELETED, DELETING):
+                _mark(session, c, f"deleted by {who} (det checkpoint rm)")
+                marked.append(uuid)
+    return marked
+
+
+async def drain(rt: MasterRuntime, only: set[str] | None = None) -> DrainReport:
+    """Delete the files of every marked checkpoint (or of `only`), then record each as deleted."""
+    report = DrainReport()
+    async with rt.sessions() as session:
+        q = select(Checkpoint.uuid, Checkpoint.storage).where(Checkpoint.state == DELETING)
+        if only is not None:
+            q = q.where(Checkpoint.uuid.in_(only))
+        todo = (await session.execute(q.order_by(Checkpoint.uuid))).all()
+    for uuid, storage_config in todo:
+        try:
+            await asyncio.to_thread(_delete_files, rt, storage_config, uuid)
+        except Exception as e:  # noqa: BLE001 - any failure is kept on the row and retried
+            error = f"{type(e).__name__}: {e}"
+            report.failed[uuid] = error
+            async with rt.sessions.begin() as session:
+                row = await session.get(Checkpoint, uuid)
+                if row is not None:
+                    row.delete_attempts += 1
+                    row.delete_error = error
+            log.warning("deleting checkpoint %s failed (will retry): %s", uuid, error)
+            continue
+        async with rt.sessions.begin() as session:
+            row = await session.get(Checkpoint, uuid)
+            if row is not None and row.state == DELETING:
+                session.add(StateTransition(entity="checkpoint", entity_id=uuid, from_state=DELETING, to_state=DELETED,
+                                            reason=f"files deleted from storage ({row.delete_reason})", at=utcnow()))
+                row.state, row.resources, row.delete_error = DELETED, {}, ""
+                row.delete_attempts += 1
+        report.deleted.append(uuid)
+    return report
+
+
+def _delete_files(rt: MasterRuntime, storage_config: dict, uuid: str) -> None:
+    from controlplane.storage import CheckpointNotFound
+
+    storage = storage_of(rt, storage_config)
+    storage.delete(uuid)
+    try:
+        left = storage.resources(uuid)
+    except CheckpointNotFound:
+        return
+    if left:  # a delete that swallowed an error must not be recorded as done
+        raise RuntimeError(f"{len(left)} file(s) of checkpoint {uuid} are still in storage after deleting")
