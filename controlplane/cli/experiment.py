@@ -18,6 +18,7 @@ import yaml
 
 from controlplane.cli import context as ctx
 from controlplane.cli import render
+from controlplane.cli.checkpoint import add_list_checkpoints
 from controlplane.cli.common import (
     TERMINAL_EXPERIMENT_STATES,
     avg_metrics,
@@ -391,6 +392,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sp.add_argument("value", metavar=value_help)
         sp.add_argument("--json", action="store_true", help="print the updated experiment as JSON")
         sp.set_defaults(func=cmd_set)
+
+    add_list_checkpoints(sub, positive_id)
 
     p = sub.add_parser("config", help="print the experiment's config as YAML")
     p.add_argument("experiment_id", metavar="ID", type=positive_id)

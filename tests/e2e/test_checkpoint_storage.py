@@ -1,0 +1,121 @@
+"""Checkpoints on S3 (moto server) and GCS (gcp-storage-emulator), end to end on a local cluster:
+the spirals trial writes its checkpoints to the bucket, is killed mid-run, resumes from the stored
+checkpoint and completes; GC leaves exactly what the save_* policy keeps plus the registered model
+version, in the bucket and in the database; `det checkpoint download` (direct and through the
+master) returns the bucket's bytes; what must not be deleted is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from tests.e2e.conftest import EXAMPLE, processes_mentioning
+from tests.support.cluster import login, wait_for
+from tests.support.storage_servers import gcs_bucket, gcs_emulator, moto_s3, s3_bucket  # noqa: F401 (fixtures)
+
+PREFIX = "e2e/ckpts"
+BATCHES = 800  # a checkpoint every 100 batches
+
+
+def bucket_uuids(bucket) -> set[str]:  # noqa: ANN001
+    return {k[len(PREFIX) + 1:].split("/", 1)[0] for k in bucket.keys(PREFIX + "/")}
+
+
+def bucket_files(bucket, uuid: str) -> dict[str, bytes]:  # noqa: ANN001
+    """A checkpoint's objects read with the plain client, not through our storage code."""
+    prefix = f"{PREFIX}/{uuid}/"
+    client = bucket.client()
+    out = {}
+    for key in bucket.keys(prefix):
+        if hasattr(client, "get_object"):
+            out[key[len(prefix):]] = client.get_object(Bucket=bucket.name, Key=key)["Body"].read()
+        else:
+            out[key[len(prefix):]] = client.bucket(bucket.name).blob(key).download_as_bytes()
+    return out
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", ["s3", "gcs"])
+def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads_match(
+        kind, request, local_cluster, tmp_path):
+    bucket = request.getfixturevalue(f"{kind}_bucket")  # gcs: STORAGE_EMULATOR_HOST reaches the cluster
+    cluster = local_cluster(agents=1, slots=1)
+    config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
+    config["searcher"]["max_length"] = {"batches": BATCHES}
+    config["checkpoint_storage"] = {**bucket.config, "prefix": PREFIX, "save_experiment_best": 0,
+                                    "save_trial_best": 1, "save_trial_latest": 1}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    exp_id = json.loads(cluster.det("experiment", "create", str(tmp_path / "exp.yaml"), str(EXAMPLE),
+                                    "--json").stdout)["id"]
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
+
+    def trial_with_checkpoint(min_steps: int):  # noqa: ANN202
+        def check():  # noqa: ANN202
+            trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
+            if not trials or not trials[0].get("latestCheckpointUuid"):
+                return None
+            c = s.get(f"{cluster.url}/api/v1/checkpoints/{trials[0]['latestCheckpointUuid']}").json()["checkpoint"]
+            return trials[0] if c["metadata"]["steps_completed"] >= min_steps else None
+        return check
+
+    trial = wait_for(trial_with_checkpoint(100), 240, "the first checkpoint in the bucket")
+    first = trial["latestCheckpointUuid"]
+    assert first in bucket_uuids(bucket)  # reported only once its files are in storage
+    cluster.det("model", "create", f"spirals-{kind}")
+    cluster.det("model", "register-version", f"spirals-{kind}", first)
+
+    wait_for(trial_with_checkpoint(300), 240, "a later checkpoint")
+    trainers = [p for p in processes_mentioning(str(cluster.data_dir))
+                if b"train.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert trainers
+    for pid in trainers:  # the trial dies mid-run (its launcher shell with it)
+        os.kill(pid, signal.SIGKILL)
+
+    cluster.det("experiment", "wait", str(exp_id), timeout=600)
+    trial = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}").json()["trial"]
+    assert trial["state"] == "STATE_COMPLETED" and trial["restarts"] == 1, trial
+    logs = cluster.det("trial", "logs", str(trial["id"])).stdout
+    assert "resumed from checkpoint" in logs, logs[-2000:]
+
+    # GC at the experiment's end: the latest, the best by validation_loss, and the registered one.
+    def settled():  # noqa: ANN202
+        listed = json.loads(cluster.det("experiment", "list-checkpoints", str(exp_id), "--json").stdout)
+        return None if any(c["state"] == "STATE_PARTIALLY_DELETED" for c in listed) or \
+            all(c["state"] == "STATE_COMPLETED" for c in listed) else listed
+
+    listed = wait_for(settled, 60, "checkpoint GC to finish")
+    steps = {c["uuid"]: c["metadata"]["steps_completed"] for c in listed}
+    loss = {c["uuid"]: c["training"]["validationMetrics"]["avgMetrics"]["validation_loss"] for c in listed}
+    latest, best = max(steps, key=steps.get), min(loss, key=loss.get)
+    assert first not in (latest, best), "the registered checkpoint must be one the policy would delete"
+    kept = {latest, best, first}
+    assert {c["uuid"] for c in listed if c["state"] == "STATE_COMPLETED"} == kept
+    assert {c["state"] for c in listed if c["uuid"] not in kept} == {"STATE_DELETED"}
+    assert bucket_uuids(bucket) == kept  # no files without a row, no row without its files
+    assert len(listed) >= 6
+
+    for mode in ("auto", "master"):
+        out = tmp_path / f"download-{mode}"
+        done = cluster.det("checkpoint", "download", best, "-o", str(out), "--mode", mode)
+        assert "Downloaded checkpoint" in done.stdout
+        assert local_files(out) == bucket_files(bucket, best) and "state.pt" in local_files(out)
+
+    described = json.loads(cluster.det("checkpoint", "describe", latest, "--json").stdout)
+    assert described["state"] == "STATE_COMPLETED"
+    refused = cluster.det("checkpoint", "rm", first, check=False)
+    assert refused.returncode != 0 and "model registry" in refused.stderr
+    deleted = sorted(set(steps) - kept)[0]
+    gone = cluster.det("checkpoint", "download", deleted, "-o", str(tmp_path / "gone"), check=False)
+    assert gone.returncode != 0 and "deleted" in gone.stderr
+    cluster.det("checkpoint", "rm", latest)
+    assert bucket_uuids(bucket) == kept - {latest}  # (the latest may also be the best)
