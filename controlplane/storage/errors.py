@@ -7,6 +7,9 @@ and checkpoint uuid; they never carry credentials.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 
 class StorageError(Exception):
     """A storage operation failed; the message says which store and which checkpoint."""
@@ -29,3 +32,18 @@ class CheckpointNotFound(StorageError, FileNotFoundError):
 
     Also a FileNotFoundError, as callers written for directory storage expect.
     """
+
+
+@contextlib.contextmanager
+def translated(translate: Callable[..., "StorageError | None"], **where: object) -> Iterator[None]:
+    """Raises ``translate(exc, **where)`` for an SDK error inside the block (chained to it); our
+    own errors and what ``translate`` does not know (None) go through unchanged."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as e:
+        mapped = translate(e, **where)
+        if mapped is None:
+            raise
+        raise mapped from e

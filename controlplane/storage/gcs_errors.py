@@ -5,15 +5,13 @@ GCS status codes: https://cloud.google.com/storage/docs/json_api/v1/status-codes
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from controlplane.storage.errors import (
     AccessDenied,
     BucketNotFound,
     CheckpointNotFound,
     StorageError,
     StorageUnavailable,
+    translated,
 )
 
 
@@ -57,15 +55,6 @@ def _short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-@contextlib.contextmanager
-def gcs_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound) -> Iterator[None]:
+def gcs_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):  # noqa: ANN201
     """Raises the taxonomy error for any GCS error inside the block (chained to the original)."""
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as e:
-        mapped = translate(e, bucket=bucket, where=where, missing=missing)
-        if mapped is None:
-            raise
-        raise mapped from e
+    return translated(translate, bucket=bucket, where=where, missing=missing)

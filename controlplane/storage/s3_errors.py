@@ -5,15 +5,13 @@ S3 error codes: https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.h
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from controlplane.storage.errors import (
     AccessDenied,
     BucketNotFound,
     CheckpointNotFound,
     StorageError,
     StorageUnavailable,
+    translated,
 )
 
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
@@ -61,15 +59,6 @@ def translate(exc: BaseException, *, bucket: str, where: str,
     return None
 
 
-@contextlib.contextmanager
-def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound) -> Iterator[None]:
+def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):  # noqa: ANN201
     """Raises the taxonomy error for any S3 error inside the block (chained to the original)."""
-    try:
-        yield
-    except StorageError:
-        raise
-    except Exception as e:
-        mapped = translate(e, bucket=bucket, where=where, missing=missing)
-        if mapped is None:
-            raise
-        raise mapped from e
+    return translated(translate, bucket=bucket, where=where, missing=missing)

@@ -22,6 +22,7 @@ import requests
 from tests.e2e.conftest import EXAMPLE, processes_mentioning
 from tests.support.boot_simulator import BootSimulator
 from tests.support.cluster import MasterProcess, login, wait_for
+from tests.support.moto_server import moto_server_thread
 
 REGION, ZONE = "us-west-2", "us-west-2a"
 GCE_PROJECT, GCE_ZONE = "det-test", "us-central1-a"
@@ -37,18 +38,8 @@ SPOT_BATCHES = 3000  # still running when the notice comes (it follows the first
 
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per EC2 call otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with moto_server_thread() as url:
+        yield url
 
 
 @pytest.fixture

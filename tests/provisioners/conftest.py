@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.moto_server import moto_server_thread
+
 REGION = "us-west-2"
 _AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -24,17 +26,12 @@ _AWS_ENV = {
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """One moto server per session (its first EC2 call costs seconds); yields its URL."""
-    from moto.server import ThreadedMotoServer
-
     saved = {k: os.environ.get(k) for k in _AWS_ENV}
     os.environ.update(_AWS_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
     try:
-        yield f"http://{host}:{port}"
+        with moto_server_thread() as url:
+            yield url
     finally:
-        server.stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

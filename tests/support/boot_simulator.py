@@ -144,18 +144,20 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _marked(value: str) -> list[int]:
-    """Processes whose environment says they belong to this simulated instance."""
+def _marked(value: str, *, prefix: bool = False) -> list[int]:
+    """Processes whose environment says they belong to this simulated instance (or, with
+    `prefix`, to any instance whose marker starts with `value`)."""
     needle = f"{MARKER_ENV}={value}".encode()
     found = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit() or int(p.name) == os.getpid():
             continue
         try:
-            if needle in (p / "environ").read_bytes().split(b"\0"):
-                found.append(int(p.name))
+            env = (p / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
+        if any(e.startswith(needle) for e in env) if prefix else needle in env:
+            found.append(int(p.name))
     return found
 
 
@@ -284,7 +286,7 @@ class BootSimulator:
                 if inst.gone_at is None:
                     inst.kill()
         # Anything that slipped through (a process forked while we were killing).
-        _kill(_marked_prefix(self.run_id), signal.SIGKILL)
+        _kill(_marked(f"{self.run_id}/", prefix=True), signal.SIGKILL)
 
     def __enter__(self) -> BootSimulator:
         return self.start()
@@ -428,17 +430,3 @@ def _label(value: str) -> str:
     from provisioners.base import sanitize_label
 
     return sanitize_label(value)
-
-
-def _marked_prefix(run_id: str) -> list[int]:
-    needle = f"{MARKER_ENV}={run_id}/".encode()
-    found = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit() or int(p.name) == os.getpid():
-            continue
-        try:
-            if any(e.startswith(needle) for e in (p / "environ").read_bytes().split(b"\0")):
-                found.append(int(p.name))
-        except OSError:
-            continue
-    return found

@@ -19,7 +19,6 @@ pytest fixtures (import them into a conftest.py to use them in another test dire
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -34,6 +33,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from tests.support.moto_server import moto_server_thread
 
 BIN = Path(sys.executable).parent
 # moto accepts any key pair unless IAM checks are switched on (see S3Bucket.enforce_auth).
@@ -74,18 +75,7 @@ def _child(cmd: list[str], ready_url: str) -> Iterator[subprocess.Popen]:
                 proc.wait()
 
 
-@contextlib.contextmanager
-def moto_s3_thread() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+moto_s3_thread = moto_server_thread  # S3 is one of the services it serves
 
 
 @contextlib.contextmanager

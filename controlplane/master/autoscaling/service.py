@@ -7,6 +7,7 @@ import logging
 from typing import Any, Callable
 
 from controlplane.autoscaler import PoolScaling
+from controlplane.common.aio import wait_for_wake
 from controlplane.config import fields as f
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
 from controlplane.master.pools import PoolConfig
@@ -116,9 +117,4 @@ class AutoscalerService:
                 except Exception:  # one pool's bad tick must not stop the others
                     log.exception("autoscaler tick for pool %s failed", scaler.pool)
             await asyncio.sleep(min(MIN_TICK_GAP_S, self.tick_s))  # bounds cloud API calls under a storm
-            try:
-                async with asyncio.timeout(max(0.0, self.tick_s - MIN_TICK_GAP_S)):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            await wait_for_wake(self._wake, self.tick_s - MIN_TICK_GAP_S)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from controlplane.common.aio import wait_for_wake
 from controlplane.master.db.models import Experiment
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoint_gc as gc
@@ -82,9 +83,4 @@ class CheckpointGcLoop:
                 raise
             except Exception:  # a bad pass must not stop GC for good
                 log.exception("checkpoint GC pass failed")
-            try:
-                async with asyncio.timeout(SCAN_S):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            await wait_for_wake(self._wake, SCAN_S)

@@ -16,6 +16,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
 from controlplane.master.orchestration import gang, lifecycle, searcher_runtime, snapshot
@@ -79,14 +80,7 @@ class Orchestrator:
 
     async def _loop(self) -> None:
         while not self._stopping:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
-            # lands as the event fires, and the master would never shut down.
-            try:
-                async with asyncio.timeout(TICK_S):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            await wait_for_wake(self._wake, TICK_S)
             try:
                 await self.tick()
             except asyncio.CancelledError:
