@@ -49,6 +49,7 @@ class CheckpointContext:
         """Yields ``(path, uuid)``; files written to ``path`` become the checkpoint on a clean exit."""
         metadata = _check_metadata(metadata)
         ckpt_uuid = str(uuidlib.uuid4())
+        self._announce(ckpt_uuid, metadata)
         with self._storage.store_path(ckpt_uuid) as path:
             yield path, ckpt_uuid
             (path / METADATA_FILE).write_text(json.dumps(metadata))
@@ -61,6 +62,7 @@ class CheckpointContext:
         if not src.is_dir():
             raise FileNotFoundError(f"checkpoint directory {src} does not exist")
         ckpt_uuid = str(uuidlib.uuid4())
+        self._announce(ckpt_uuid, metadata)
         with self._storage.store_path(ckpt_uuid) as path:
             shutil.copytree(src, path, dirs_exist_ok=True)  # staged like store_path: any backend
             (path / METADATA_FILE).write_text(json.dumps(metadata))
@@ -99,16 +101,25 @@ class CheckpointContext:
                 raise
             log.info("master does not record checkpoint deletion (%s)", e.status)
 
+    def _announce(self, ckpt_uuid: str, metadata: dict) -> None:
+        """Tell the master an upload is starting (STATE_ACTIVE), so that files a killed trial leaves
+        in storage always have a row, which garbage collection removes when the experiment ends."""
+        if self._session is not None and self._info is not None:
+            self._post(ckpt_uuid, metadata, "STATE_ACTIVE", {})
+
     def _report(self, ckpt_uuid: str, metadata: dict) -> None:
         if self._session is None or self._info is None:
             print(f"[checkpoint] {ckpt_uuid} steps_completed={metadata['steps_completed']}", flush=True)
             return
         self._before_report()  # the metrics of this step land before the checkpoint that follows them
+        self._post(ckpt_uuid, metadata, "STATE_COMPLETED",
+                   {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()})
+
+    def _post(self, ckpt_uuid: str, metadata: dict, state: str, resources: dict[str, str]) -> None:
         trial = self._info.trial
         self._session.post("/api/v1/checkpoints", json={
             "uuid": ckpt_uuid, "taskId": self._info.task_id, "allocationId": self._info.allocation_id,
-            "reportTime": utc_now(), "state": "STATE_COMPLETED",
-            "resources": {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()},
+            "reportTime": utc_now(), "state": state, "resources": resources,
             "metadata": metadata,
             "training": {"trialId": trial.trial_id, "experimentId": trial.experiment_id} if trial else {},
             "storageId": self._storage_id,

@@ -30,6 +30,7 @@ from controlplane.state import trial as T
 
 log = logging.getLogger("controlplane.checkpoint_gc")
 COMPLETED, DELETING, DELETED = "STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED"
+ACTIVE = "STATE_ACTIVE"  # announced before its upload, not reported complete yet
 TERMINAL_EXPERIMENT = (E.COMPLETED, E.CANCELED, E.ERROR)
 
 
@@ -60,9 +61,15 @@ async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
         # FOR UPDATE: a model registration of one of these (which locks its checkpoint row) either
         # lands before the registry is read below or waits until these are marked.
         ckpts = list((await session.scalars(select(Checkpoint).where(
-            Checkpoint.experiment_id == exp_id, Checkpoint.state == COMPLETED).with_for_update())).all())
+            Checkpoint.experiment_id == exp_id, Checkpoint.state.in_((COMPLETED, ACTIVE))).with_for_update())).all())
+        marked = []
+        for c in [c for c in ckpts if c.state == ACTIVE]:  # the trial stopped between upload and report
+            _mark(session, c, f"its upload never completed (experiment {exp_id} ended first); removing what "
+                              "it left in storage")
+            marked.append(c.uuid)
+        ckpts = [c for c in ckpts if c.state == COMPLETED]
         if not ckpts:
-            return []
+            return marked
         metric = (exp.config.get("searcher") or {}).get("metric", "")
         values = {}
         for trial_id, steps, metrics in (await session.execute(select(
@@ -76,7 +83,6 @@ async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
                  for c in ckpts]
         protected = await registered_checkpoint_uuids(session)
         by_uuid = {c.uuid: c for c in ckpts}
-        marked = []
         for d in doomed(views, SavePolicy.of(exp.config), protected):
             _mark(session, by_uuid[d.uuid], f"garbage collection when experiment {exp_id} ended: {d.reason}")
             marked.append(d.uuid)

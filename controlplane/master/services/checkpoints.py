@@ -52,7 +52,8 @@ async def report_checkpoint(rt: MasterRuntime, principal: AuthedUser | TaskPrinc
     report_time = parse_time(field(body, "reportTime"), "reportTime") or utcnow()
 
     async with rt.sessions.begin() as session:
-        if await session.get(Checkpoint, ckpt_uuid) is not None:
+        existing = await session.get(Checkpoint, ckpt_uuid)
+        if existing is not None and not (existing.state == "STATE_ACTIVE" and state != "STATE_ACTIVE"):
             return  # a retry of a report that already landed
         alloc = await session.get(Allocation, allocation_id) if allocation_id else None
         trial_id = alloc.trial_id if alloc is not None else None
@@ -67,12 +68,15 @@ async def report_checkpoint(rt: MasterRuntime, principal: AuthedUser | TaskPrinc
         if isinstance(principal, TaskPrincipal) and principal.trial_id != trial.id:
             raise Forbidden(f"this allocation token is not valid for trial {trial.id}")
         exp = await session.get(Experiment, trial.experiment_id)
-        session.add(Checkpoint(
-            uuid=ckpt_uuid, trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
-            allocation_id=allocation_id, state=state, steps_completed=steps, metadata_=metadata,
-            resources=resources, size=sum(resources.values()),
-            storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time,
-        ))
+        fields = dict(trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
+                      allocation_id=allocation_id, state=state, steps_completed=steps, metadata_=metadata,
+                      resources=resources, size=sum(resources.values()),
+                      storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time)
+        if existing is None:
+            session.add(Checkpoint(uuid=ckpt_uuid, **fields))
+        else:  # the upload it announced (STATE_ACTIVE) has finished
+            for name, value in fields.items():
+                setattr(existing, name, value)
         if state == "STATE_COMPLETED":
             current = await session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
             if current is None or steps >= current.steps_completed:

@@ -52,6 +52,10 @@ class FakeMaster:
         with self.lock:
             return [r for r in self.requests if (method is None or r.method == method) and path_contains in r.path]
 
+    def checkpoint_reports(self, state: str = "STATE_COMPLETED") -> list[Recorded]:
+        """POST /api/v1/checkpoints of one state (an upload is announced as STATE_ACTIVE first)."""
+        return [r for r in self.calls("POST", "/api/v1/checkpoints") if r.body["state"] == state]
+
     def metric_reports(self) -> list[dict]:
         return [rep for r in self.calls("POST", "/metrics/batch") for rep in r.body["reports"]]
 

@@ -100,7 +100,9 @@ def test_checkpoint_in_shared_fs_reported_after_its_metrics(fake_master, on_clus
         with ctx.checkpoint.restore_path(uuid) as restored:
             assert (restored / "sub" / "x.txt").read_text() == "x"
         assert ctx.checkpoint.get_metadata(uuid)["note"] == "n"
-    report = fake_master.calls("POST", "/api/v1/checkpoints")[0]
+    announced, report = fake_master.calls("POST", "/api/v1/checkpoints")
+    assert announced.body["state"] == "STATE_ACTIVE" and announced.body["uuid"] == uuid
+    assert announced.body["resources"] == {}  # said before any file was uploaded
     metrics_post = fake_master.calls("POST", "/metrics/batch")[0]
     assert metrics_post.at < report.at
     assert metrics_post.body["reports"][0]["stepsCompleted"] == 100
@@ -129,7 +131,8 @@ def test_upload_download_and_failed_store(fake_master, on_cluster, tmp_path):
                 (path / "half").write_text("x")
                 raise OSError("disk full")
     assert [p.name for p in (on_cluster / "ckpts").iterdir()] == [uuid]
-    assert len(fake_master.calls("POST", "/api/v1/checkpoints")) == 1
+    states = [r.body["state"] for r in fake_master.calls("POST", "/api/v1/checkpoints")]
+    assert states == ["STATE_ACTIVE", "STATE_COMPLETED", "STATE_ACTIVE"]  # the failed one never completed
 
 
 def test_searcher_and_progress(fake_master, on_cluster):

@@ -39,7 +39,7 @@ def test_on_cluster_then_resume(tmp_path, fake_master):
     write_info(tmp_path / "info", fake_master.url, experiment_config(storage, {"batches": 100}), hparams={"lr": 0.05})
     proc = _run(work, {"DET_INFO_DIR": str(tmp_path / "info")})
     assert "done:" in proc.stdout and "[metrics]" not in proc.stdout
-    (report,) = [r.body for r in fake_master.calls("POST", "/api/v1/checkpoints")]
+    (report,) = [r.body for r in fake_master.checkpoint_reports()]
     assert report["metadata"]["steps_completed"] == 100
     assert (storage / "ckpts" / report["uuid"] / "state.pt").exists()
     groups = [(r["group"], r["stepsCompleted"]) for r in fake_master.metric_reports()]
@@ -50,5 +50,5 @@ def test_on_cluster_then_resume(tmp_path, fake_master):
                latest_checkpoint=report["uuid"], steps_completed=100)
     proc = _run(work, {"DET_INFO_DIR": str(tmp_path / "info")})
     assert f"resumed from checkpoint {report['uuid']} at batch 100" in proc.stdout and "done:" in proc.stdout
-    steps = sorted(json.dumps(r.body["metadata"]) for r in fake_master.calls("POST", "/api/v1/checkpoints"))
+    steps = sorted(json.dumps(r.body["metadata"]) for r in fake_master.checkpoint_reports())
     assert steps == ['{"steps_completed": 100}', '{"steps_completed": 200}']

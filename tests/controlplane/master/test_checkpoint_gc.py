@@ -23,7 +23,8 @@ def storage_dir(api) -> Path:  # noqa: ANN001
     return api.rt.settings.data_dir / "checkpoints"
 
 
-async def run_experiment(api, storage: dict | None = None) -> tuple[int, dict[tuple[int, int], str]]:  # noqa: ANN001
+async def run_experiment(api, storage: dict | None = None, *, orphan: str | None = None  # noqa: ANN001
+                         ) -> tuple[int, dict[tuple[int, int], str]]:
     """Two trials, each writing three checkpoints (files in the default shared_fs storage) and a
     validation loss at each; both complete. Returns the experiment id and {(trial#, steps): uuid}."""
     agent = FakeAgent(api.rt, slots=2)
@@ -49,6 +50,13 @@ async def run_experiment(api, storage: dict | None = None) -> tuple[int, dict[tu
                 "resources": {"state.pt": str(steps), "metadata.json": "2"}, "metadata": {"steps_completed": steps}})
             assert r.status_code == 200, r.text
             uuids[(n, steps)] = ckpt
+        if orphan and n == 1:  # an upload announced, its files written, then the trial stops before reporting
+            (storage_dir(api) / orphan).mkdir(parents=True)
+            (storage_dir(api) / orphan / "state.pt").write_bytes(b"half")
+            r = await api.post("/api/v1/checkpoints", headers=headers, json={
+                "uuid": orphan, "allocationId": start.allocation_id, "taskId": start.task_id,
+                "state": "STATE_ACTIVE", "resources": {}, "metadata": {"steps_completed": 40}})
+            assert r.status_code == 200, r.text
         await agent.exit(start.allocation_id, 0)
     exp = (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]
     assert exp["state"] == "STATE_COMPLETED", exp
@@ -179,3 +187,14 @@ async def test_gc_that_fails_half_way_converges_when_run_again(api, monkeypatch:
     assert on_disk(api) == set(u.values()) - doomed
     st = await states(api, u.values())
     assert {k for k, v in st.items() if v == "STATE_DELETED"} == doomed
+
+
+async def test_files_of_an_upload_never_reported_complete_are_removed_when_the_experiment_ends(api):
+    orphan = str(uuid.uuid4())
+    _, u = await run_experiment(api, orphan=orphan)
+    st = await settled(api, [*u.values(), orphan], 4)
+    assert st[orphan] == "STATE_DELETED" and orphan not in on_disk(api)
+    c = (await api.get(f"/api/v1/checkpoints/{orphan}")).json()["checkpoint"]
+    assert "upload never completed" in c["deletion"]["reason"]
+    trial = (await api.get(f"/api/v1/trials/{c['training']['trialId']}")).json()["trial"]
+    assert trial["latestCheckpointUuid"] != orphan  # an announced upload is never a resume point
