@@ -56,7 +56,10 @@ class LocalDirectoryStorage(StorageManager):
         yield self._existing(ckpt_uuid)
 
     def delete(self, ckpt_uuid: str) -> None:
-        shutil.rmtree(self._final(ckpt_uuid), ignore_errors=True)
+        try:
+            shutil.rmtree(self._final(ckpt_uuid))
+        except FileNotFoundError:  # already gone: deleting is idempotent; any other failure is raised
+            pass
 
     def resources(self, ckpt_uuid: str) -> dict[str, int]:
         return directory_resources(self._existing(ckpt_uuid))

@@ -7,9 +7,9 @@ from litestar import Request, delete, get, post
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import current_user, require_trial, runtime_of, user_or_task
 from controlplane.master.api.requests import expect_dict, field, path_int, read_json
+from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.errors import BadRequest
 from controlplane.master.services import checkpoint_gc as gc
-from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.services import checkpoints as svc
 
 SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
@@ -83,6 +83,8 @@ async def delete_checkpoints(request: Request) -> dict:
     rt = runtime_of(request)
     await gc.request_deletion(rt, list(dict.fromkeys(uuids)), user.username)
     report = await gc.drain(rt, only=set(uuids))
+    if report.failed:
+        rt.checkpoint_gc.deletions_pending()  # what failed stays marked: the GC loop retries it
     return {"deleted": report.deleted, "failed": report.failed}
 
 

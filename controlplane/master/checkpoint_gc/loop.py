@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from controlplane.common.aio import wait_for_wake
 from controlplane.master.db.models import Experiment
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoint_gc as gc
@@ -28,11 +27,15 @@ class CheckpointGcLoop:
         self._since: datetime | None = None  # end_time watermark: older experiments are collected
         self._failures = 0
         self._retry_at = 0.0
-        self._wake = asyncio.Event()
+        # Whether marked rows may exist: at start (a previous master may have left some), after a
+        # pass marks or fails, or when told. Draining only then spares a scan every pass.
+        self._drain_due = True
         self._task: asyncio.Task | None = None
 
-    def wake(self) -> None:
-        self._wake.set()
+    def deletions_pending(self) -> None:
+        """Someone else left checkpoints marked for deletion (a `det checkpoint rm` whose files
+        could not all be deleted): retry them."""
+        self._drain_due = True
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="checkpoint-gc")
@@ -46,14 +49,17 @@ class CheckpointGcLoop:
                 pass
 
     async def run_once(self, now: float) -> gc.DrainReport | None:
-        """Collect newly ended experiments, then drain the marked checkpoints unless backing off."""
+        """Collect newly ended experiments, then drain the marked checkpoints unless there are none
+        or a failed drain is backing off; None when it did not drain."""
         for exp_id in await self._ended_experiments():
-            await gc.collect_experiment(self.rt, exp_id)
+            if await gc.collect_experiment(self.rt, exp_id):
+                self._drain_due = True
+                self._retry_at = 0.0  # new work: do not wait out an old backoff
             self._collected.add(exp_id)
-            self._retry_at = 0.0  # new work: do not wait out an old backoff
-        if now < self._retry_at:
+        if not self._drain_due or now < self._retry_at:
             return None
         report = await gc.drain(self.rt)
+        self._drain_due = bool(report.failed)
         if report.failed:
             self._failures += 1
             self._retry_at = now + min(RETRY_CAP_S, RETRY_BASE_S * 2 ** (self._failures - 1))
@@ -83,4 +89,4 @@ class CheckpointGcLoop:
                 raise
             except Exception:  # a bad pass must not stop GC for good
                 log.exception("checkpoint GC pass failed")
-            await wait_for_wake(self._wake, SCAN_S)
+            await asyncio.sleep(SCAN_S)

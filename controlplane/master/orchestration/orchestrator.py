@@ -483,7 +483,7 @@ class Orchestrator:
         plans now rather than at its next tick, so a launch waits on nothing but the boot."""
         fresh = unplaced - self._unplaced
         self._unplaced = unplaced
-        if fresh and self.rt.autoscaler is not None and hasattr(self.rt.autoscaler, "wake"):
+        if fresh and self.rt.autoscaler is not None:
             self.rt.autoscaler.wake()
 
     async def _schedule(self, session: AsyncSession) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.master.services.checkpoint_gc import drain
 from controlplane.storage import LocalDirectoryStorage, StorageUnavailable
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_metrics_api import report
@@ -103,7 +104,7 @@ async def test_an_ended_experiment_keeps_exactly_what_its_policy_keeps(api):
     assert gone["resources"] == {} and "save_trial_best=1" in gone["deletion"]["reason"]
     listed = (await api.get(f"/api/v1/experiments/{exp_id}/checkpoints")).json()["checkpoints"]
     assert len(listed) == 6  # deleted ones stay listed, as deleted
-    again = await api.rt.checkpoint_gc.run_once(now=1e9)  # idempotent: nothing more to do
+    again = await drain(api.rt)  # idempotent: nothing more to do
     assert again.deleted == [] and on_disk(api) == kept
 
 
@@ -198,3 +199,23 @@ async def test_files_of_an_upload_never_reported_complete_are_removed_when_the_e
     assert "upload never completed" in c["deletion"]["reason"]
     trial = (await api.get(f"/api/v1/trials/{c['training']['trialId']}")).json()["trial"]
     assert trial["latestCheckpointUuid"] != orphan  # an announced upload is never a resume point
+
+
+async def test_a_checkpoint_rm_that_fails_is_retried_by_the_gc_loop(api, monkeypatch: pytest.MonkeyPatch):
+    _, u = await run_experiment(api)
+    await settled(api, u.values(), 3)
+    target = u[(2, 30)]
+    real_delete = LocalDirectoryStorage.delete
+    outage = {"on": True}
+
+    def flaky_delete(self, ckpt_uuid):  # noqa: ANN001, ANN202
+        if outage["on"]:
+            raise StorageUnavailable(f"storage outage while deleting {ckpt_uuid}")
+        return real_delete(self, ckpt_uuid)
+
+    monkeypatch.setattr(LocalDirectoryStorage, "delete", flaky_delete)
+    r = await api.request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": [target]})
+    assert r.status_code == 200 and target in r.json()["failed"], r.text
+    outage["on"] = False
+    await settled(api, u.values(), 4)  # the loop picked it up again on its own
+    assert target not in on_disk(api)
