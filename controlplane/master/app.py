@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api import routes
+from controlplane.master.api.auth_guard import authorize_route
 from controlplane.master.db.engine import make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
@@ -99,6 +100,7 @@ def create_app(settings: MasterSettings) -> Litestar:
 
     app = Litestar(
         route_handlers=routes.ALL,
+        guards=[authorize_route],
         lifespan=[lifespan],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error},
         openapi_config=OpenAPIConfig(title="controlplane master", version=__version__, path="/docs"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 import asyncio
 import hmac
 import logging
@@ -37,7 +39,7 @@ async def _writer(socket: WebSocket, conn: AgentConnection) -> None:
         await socket.send_text(wire.encode(msg).decode())
 
 
-@websocket("/agents/ws", name="agent-socket")
+@websocket("/agents/ws", name="agent-socket", opt=opt(Action.AGENT))
 async def agent_socket(socket: WebSocket) -> None:
     rt = socket.app.state.runtime
     token = bearer_token(socket.headers.get("authorization")) or ""
@@ -122,7 +124,7 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> dict:
     }
 
 
-@get("/api/v1/agents", operation_id="GetAgents", tags=["agents"])
+@get("/api/v1/agents", operation_id="GetAgents", opt=opt(Action.VIEW), tags=["agents"])
 async def list_agents(request: Request) -> dict:
     await current_user(request)
     rt = runtime_of(request)
@@ -145,6 +147,7 @@ def _toggle(enable: bool):  # noqa: ANN202
     action = "enable" if enable else "disable"
 
     @post(f"/api/v1/agents/{{agent_id:str}}/{action}", operation_id=f"{action.title()}Agent", tags=["agents"],
+          opt=opt(Action.ADMINISTER),
           status_code=200, name=f"agent-{action}")
     async def handler(request: Request, agent_id: str) -> dict:
         """disable: no new work; without drain, running work is preempted (it checkpoints and

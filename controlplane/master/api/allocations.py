@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, get, post
 from sqlalchemy import select
 
@@ -23,7 +25,7 @@ async def _preempt_state(rt, alloc_id: str) -> tuple[bool, bool]:  # noqa: ANN00
     return bool(row[0]), row[1] != A.TERMINATED
 
 
-@get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal",
+@get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
      tags=["allocations"])
 async def preemption_signal(request: Request, alloc_id: str) -> dict:
     principal = await user_or_task(request)
@@ -42,7 +44,7 @@ async def preemption_signal(request: Request, alloc_id: str) -> dict:
     return {"preempt": preempt}
 
 
-@post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal",
+@post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal", opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")),
       tags=["allocations"], status_code=200)
 async def ack_preemption(request: Request, alloc_id: str) -> dict:
     principal = await user_or_task(request)
@@ -55,7 +57,7 @@ async def ack_preemption(request: Request, alloc_id: str) -> dict:
     return {}
 
 
-@post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData",
+@post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData", opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")),
       tags=["allocations"], status_code=200)
 async def accelerator_data(request: Request, alloc_id: str) -> dict:
     principal = await user_or_task(request)

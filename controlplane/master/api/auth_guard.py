@@ -1,31 +1,31 @@
-"""Who is calling: a user (Authorization: Bearer) or a task (allocation session token).
+"""Who is calling, and may they: the guard every route passes through.
 
-A task token is good only for its own allocation's endpoints (its trial's metrics, progress,
-checkpoints, logs, preemption, context); everything else needs a user token.
+A user signs in with ``Authorization: Bearer``; a task carries its allocation's session token.
+Each route names its ``authz.Action`` in ``opt``; ``authorize_route`` authenticates, applies the
+role part of ``authz.TABLE`` and, for a task token, the route's ``task_scope`` (the path
+parameter that must be the task's own trial, allocation or task). A route without an action is
+refused: authorization fails closed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from litestar import Request
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select
 
 from controlplane.master.db.models import Allocation
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import AuthedUser, token_hash, user_for_token
+from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
+from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
+from controlplane.master.services.auth import token_hash, user_for_token
 from controlplane.master.services.token_cache import TASK_TOKENS, USER_TOKENS
 from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"
-
-
-@dataclass(frozen=True)
-class TaskPrincipal:
-    allocation_id: str
-    task_id: str
-    trial_id: int | None
 
 
 def bearer_token(value: str | None) -> str | None:
@@ -37,13 +37,11 @@ def bearer_token(value: str | None) -> str | None:
     return token.strip()
 
 
-def runtime_of(request: Request) -> MasterRuntime:
+def runtime_of(request: ASGIConnection) -> MasterRuntime:
     return request.app.state.runtime
 
 
-
-
-async def current_user(request: Request) -> AuthedUser:
+async def current_user(request: ASGIConnection) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise Unauthenticated("missing or malformed Authorization: Bearer token")
@@ -59,7 +57,7 @@ async def current_user(request: Request) -> AuthedUser:
     return user
 
 
-async def current_task(request: Request) -> TaskPrincipal | None:
+async def current_task(request: ASGIConnection) -> TaskPrincipal | None:
     token = bearer_token(request.headers.get(ALLOCATION_HEADER))
     if token is None:
         return None
@@ -79,12 +77,18 @@ async def current_task(request: Request) -> TaskPrincipal | None:
         # A process that outlived its allocation (its agent was declared lost) must not
         # report into a trial that now runs elsewhere.
         raise Unauthenticated(f"allocation {row[0]} has ended; its token is no longer valid")
-    principal = TaskPrincipal(row[0], row[1], row[2])
+    principal = TaskPrincipal(row[0], row[1], row[2], run_id_of(row[0]))
     TASK_TOKENS.put(key, principal)
     return principal
 
 
-async def user_or_task(request: Request) -> AuthedUser | TaskPrincipal:
+def run_id_of(allocation_id: str) -> int:
+    """Allocation ids are "<task_id>.<run_id>"."""
+    tail = allocation_id.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+async def user_or_task(request: ASGIConnection) -> AuthedUser | TaskPrincipal:
     task = await current_task(request)
     if task is not None:
         return task
@@ -104,3 +108,59 @@ def require_allocation(principal: AuthedUser | TaskPrincipal, allocation_id: str
 def require_task(principal: AuthedUser | TaskPrincipal, task_id: str) -> None:
     if isinstance(principal, TaskPrincipal) and principal.task_id != task_id:
         raise Forbidden(f"this allocation token is not valid for task {task_id}")
+
+
+# What a task token's ``task_scope`` names: the principal's attribute a path parameter must match.
+_SCOPES = {"trial": "trial_id", "allocation": "allocation_id", "task": "task_id"}
+
+
+def route_action(handler: BaseRouteHandler) -> Action | None:
+    action = (handler.opt or {}).get("action")
+    return action if isinstance(action, Action) else None
+
+
+async def authorize_route(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    """Litestar guard for every route: authenticate, then the role part of the table."""
+    action = route_action(handler)
+    if action is None:
+        if _is_docs(connection) or connection.scope.get("method") == "OPTIONS":
+            return  # the docs page and Litestar's automatic OPTIONS answers carry no data
+        raise Forbidden(f"route {connection.url.path} has no authorization rule")
+    if action in UNAUTHENTICATED:
+        return
+    principal: Principal = await user_or_task(connection)
+    check_role(principal, action)
+    if isinstance(principal, TaskPrincipal) and rule_for(principal, action) is Rule.OWN_TASK:
+        _check_task_scope(principal, handler, connection.path_params)
+    connection.state.principal = principal
+
+
+def _check_task_scope(task: TaskPrincipal, handler: BaseRouteHandler, params: dict[str, Any]) -> None:
+    scope = (handler.opt or {}).get("task_scope")
+    if scope is None:
+        raise Forbidden("a task token is not valid for this route")
+    if scope == "body":
+        return  # the handler checks the ids in the body with require_trial / require_task
+    kind, param = scope
+    want = getattr(task, _SCOPES[kind])
+    got = params.get(param)
+    if str(got) != str(want):
+        raise Forbidden(f"this allocation token is not valid for {kind} {got}")
+
+
+def _is_docs(connection: ASGIConnection) -> bool:
+    """The OpenAPI schema and its docs page (served under /docs by Litestar's plugin)."""
+    path = connection.url.path
+    return path == "/docs" or path.startswith("/docs/")
+
+
+def principal_of(request: ASGIConnection) -> Principal:
+    """The caller the guard authenticated for this request."""
+    return request.state.principal
+
+
+def user_of(request: ASGIConnection) -> AuthedUser:
+    principal = principal_of(request)
+    if not isinstance(principal, AuthedUser):
+        raise Forbidden("this route needs a user token, not a task token")
+    return principal

@@ -3,6 +3,8 @@ storage (`det checkpoint download --mode master`, Determined's route outside /ap
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 import asyncio
 import shutil
 import tarfile
@@ -40,7 +42,7 @@ def _pack(rt, storage_config: dict, uuid: str, work: Path) -> Path:  # noqa: ANN
     return archive
 
 
-@get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", tags=["checkpoints"])
+@get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", opt=opt(Action.VIEW, "body"), tags=["checkpoints"])
 async def download(request: Request, ckpt_uuid: str) -> File:
     await current_user(request)
     rt = runtime_of(request)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
@@ -15,14 +17,14 @@ from controlplane.master.services import checkpoints as svc
 SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
 
 
-@post("/api/v1/checkpoints", operation_id="ReportCheckpoint", tags=["checkpoints"], status_code=200)
+@post("/api/v1/checkpoints", operation_id="ReportCheckpoint", opt=opt(Action.TASK_REPORT, "body"), tags=["checkpoints"], status_code=200)
 async def report(request: Request) -> dict:
     principal = await user_or_task(request)
     await svc.report_checkpoint(runtime_of(request), principal, await read_json(request))
     return {}
 
 
-@get("/api/v1/checkpoints/{ckpt_uuid:str}", operation_id="GetCheckpoint", tags=["checkpoints"])
+@get("/api/v1/checkpoints/{ckpt_uuid:str}", operation_id="GetCheckpoint", opt=opt(Action.VIEW, "body"), tags=["checkpoints"])
 async def get_checkpoint(request: Request, ckpt_uuid: str) -> dict:
     # Any task may read any checkpoint's record: warm starts restore another trial's checkpoint.
     await user_or_task(request)
@@ -47,7 +49,7 @@ def _sorted(rows: list, config: dict, sort_by: str | None, order_by: str | None)
     return rows
 
 
-@get("/api/v1/experiments/{exp_id:str}/checkpoints", operation_id="GetExperimentCheckpoints",
+@get("/api/v1/experiments/{exp_id:str}/checkpoints", operation_id="GetExperimentCheckpoints", opt=opt(Action.VIEW),
      tags=["experiments"])
 async def experiment_checkpoints(request: Request, exp_id: str, limit: int = 0, offset: int = 0) -> dict:
     await current_user(request)
@@ -59,7 +61,7 @@ async def experiment_checkpoints(request: Request, exp_id: str, limit: int = 0, 
             "pagination": pagination(offset, limit, total, len(page))}
 
 
-@get("/api/v1/trials/{trial_id:str}/checkpoints", operation_id="GetTrialCheckpoints", tags=["trials"])
+@get("/api/v1/trials/{trial_id:str}/checkpoints", operation_id="GetTrialCheckpoints", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def trial_checkpoints(request: Request, trial_id: str, limit: int = 0, offset: int = 0) -> dict:
     principal = await user_or_task(request)
     tid = path_int(trial_id, "id")
@@ -72,7 +74,7 @@ async def trial_checkpoints(request: Request, trial_id: str, limit: int = 0, off
             "pagination": pagination(offset, limit, total, len(page))}
 
 
-@delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", tags=["checkpoints"], status_code=200)
+@delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", opt=opt(Action.EDIT), tags=["checkpoints"], status_code=200)
 async def delete_checkpoints(request: Request) -> dict:
     """`det checkpoint rm`: mark, delete the files, record; what fails stays marked and is retried."""
     user = await current_user(request)

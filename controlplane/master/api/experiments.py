@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 import base64
 
 from litestar import Request, get, post
@@ -26,7 +28,7 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
     return exp, username, trial_ids
 
 
-@post("/api/v1/experiments", operation_id="CreateExperiment", tags=["experiments"], status_code=200)
+@post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"], status_code=200)
 async def create(request: Request) -> dict:
     user = await current_user(request)
     body = await read_json(request)
@@ -39,7 +41,7 @@ async def create(request: Request) -> dict:
     return {"experiment": experiment_json(exp, user.username, trial_ids), "config": exp.config, "warnings": []}
 
 
-@get("/api/v1/experiments", operation_id="GetExperiments", tags=["experiments"])
+@get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
 async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
                            archived: bool | None = None) -> dict:
     await current_user(request)
@@ -63,7 +65,7 @@ async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
             "pagination": pagination(offset, limit, total or 0, len(rows))}
 
 
-@get("/api/v1/experiments/{exp_id:str}", operation_id="GetExperiment", tags=["experiments"])
+@get("/api/v1/experiments/{exp_id:str}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
 async def get_experiment(request: Request, exp_id: str) -> dict:
     await current_user(request)
     async with runtime_of(request).sessions() as session:
@@ -98,7 +100,7 @@ async def _validation_summaries(session, trial_ids: list[int], metric: str, smal
     return best, latest
 
 
-@get("/api/v1/experiments/{exp_id:str}/trials", operation_id="GetExperimentTrials", tags=["experiments"])
+@get("/api/v1/experiments/{exp_id:str}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW), tags=["experiments"])
 async def experiment_trials(request: Request, exp_id: str, offset: int = 0, limit: int = 0) -> dict:
     await current_user(request)
     eid = path_int(exp_id, "experimentId")
@@ -120,7 +122,7 @@ async def experiment_trials(request: Request, exp_id: str, offset: int = 0, limi
             "pagination": pagination(offset, limit or len(trials), total or 0, len(trials))}
 
 
-@get("/api/v1/trials/{trial_id:str}", operation_id="GetTrial", tags=["trials"])
+@get("/api/v1/trials/{trial_id:str}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def get_trial(request: Request, trial_id: str) -> dict:
     await user_or_task(request)
     tid = path_int(trial_id, "trialId")
@@ -137,6 +139,7 @@ async def get_trial(request: Request, trial_id: str) -> dict:
 
 def _action(name: str, operation_id: str, method_name: str):  # noqa: ANN202
     @post(f"/api/v1/experiments/{{exp_id:str}}/{name}", operation_id=operation_id, tags=["experiments"],
+          opt=opt(Action.EDIT),
           status_code=200, name=f"experiment-{name}")
     async def handler(request: Request, exp_id: str) -> dict:
         await current_user(request)
@@ -153,7 +156,7 @@ kill = _action("kill", "KillExperiment", "kill")
 cancel = _action("cancel", "CancelExperiment", "kill")
 
 
-@get("/api/v1/experiments/{exp_id:str}/model_def", operation_id="GetModelDef", tags=["experiments"])
+@get("/api/v1/experiments/{exp_id:str}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN), tags=["experiments"])
 async def model_def(request: Request, exp_id: str) -> dict:
     await current_user(request)
     async with runtime_of(request).sessions() as session:

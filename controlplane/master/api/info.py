@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, get
 
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.version import __version__
 
 
-@get("/info", operation_id="GetInfo", tags=["cluster"])
+@get("/info", operation_id="GetInfo", opt=opt(Action.PUBLIC), tags=["cluster"])
 async def get_info(request: Request) -> dict:
     rt = runtime_of(request)
     return {
@@ -21,7 +23,7 @@ async def get_info(request: Request) -> dict:
     }
 
 
-@get("/api/v1/master", operation_id="GetMaster", tags=["cluster"])
+@get("/api/v1/master", operation_id="GetMaster", opt=opt(Action.PUBLIC), tags=["cluster"])
 async def get_master(request: Request) -> dict:
     rt = runtime_of(request)
     return {

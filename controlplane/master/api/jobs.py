@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 import time
 
 from litestar import Request, get, patch, post
@@ -18,7 +20,7 @@ from controlplane.master.services import jobs as svc
 SCHEDULER_TYPES = {"priority": "SCHEDULER_TYPE_PRIORITY", "fair_share": "SCHEDULER_TYPE_FAIR_SHARE"}
 
 
-@get("/api/v1/resource-pools", operation_id="GetResourcePools", tags=["cluster"])
+@get("/api/v1/resource-pools", operation_id="GetResourcePools", opt=opt(Action.VIEW), tags=["cluster"])
 async def resource_pools(request: Request) -> dict:
     await current_user(request)
     rt = runtime_of(request)
@@ -42,7 +44,7 @@ async def resource_pools(request: Request) -> dict:
     return {"resourcePools": out, "pagination": pagination(0, len(out), len(out), len(out))}
 
 
-@get("/api/v1/job-queues-v2", operation_id="GetJobsV2", tags=["jobs"])
+@get("/api/v1/job-queues-v2", operation_id="GetJobsV2", opt=opt(Action.VIEW), tags=["jobs"])
 async def jobs_v2(request: Request, limit: int = 100, offset: int = 0) -> dict:
     await current_user(request)
     rt = runtime_of(request)
@@ -58,7 +60,7 @@ async def jobs_v2(request: Request, limit: int = 100, offset: int = 0) -> dict:
     return {"jobs": page, "pagination": pagination(offset, limit, len(jobs), len(page))}
 
 
-@post("/api/v1/job-queues", operation_id="UpdateJobQueue", tags=["jobs"], status_code=200)
+@post("/api/v1/job-queues", operation_id="UpdateJobQueue", opt=opt(Action.EDIT), tags=["jobs"], status_code=200)
 async def update_job_queue(request: Request) -> dict:
     await current_user(request)
     body = await read_json(request)
@@ -74,7 +76,7 @@ async def update_job_queue(request: Request) -> dict:
     return {}
 
 
-@patch("/api/v1/experiments/{exp_id:str}", operation_id="PatchExperiment", tags=["experiments"])
+@patch("/api/v1/experiments/{exp_id:str}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
 async def patch_experiment(request: Request, exp_id: str) -> dict:
     user = await current_user(request)
     body = await read_json(request)
@@ -111,7 +113,7 @@ async def patch_experiment(request: Request, exp_id: str) -> dict:
     return {"experiment": out}
 
 
-@get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler",
+@get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler", opt=opt(Action.VIEW),
      tags=["cluster"])
 async def describe_pool(request: Request, pool_name: str) -> dict:
     """Instances with state, age and agent; what the autoscaler plans next; why it is not scaling."""

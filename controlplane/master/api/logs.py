@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -36,7 +38,7 @@ def _line(row: TaskLog) -> bytes:
     return _encoder.encode({"result": _entry(row)}) + b"\n"
 
 
-@get("/api/v1/trials/{trial_id:str}/logs", operation_id="TrialLogs", tags=["trials"])
+@get("/api/v1/trials/{trial_id:str}/logs", operation_id="TrialLogs", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def trial_logs(request: Request, trial_id: str, follow: bool = False, limit: int = 0,
                      orderBy: str = "ORDER_BY_ASC") -> Stream:  # noqa: N803
     await current_user(request)
@@ -104,7 +106,7 @@ async def trial_logs(request: Request, trial_id: str, follow: bool = False, limi
     return Stream(stream(), media_type="application/x-ndjson")
 
 
-@post("/api/v1/task/logs", operation_id="PostTaskLogs", tags=["tasks"], status_code=200)
+@post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"], status_code=200)
 async def post_task_logs(request: Request) -> dict:
     """ship_logs.py's path (reference §4.5): a task sends its own lines."""
     principal = await user_or_task(request)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, get, post
 from sqlalchemy import select, update
 
@@ -24,7 +26,7 @@ async def _authorized_trial(request: Request, trial_id: str) -> int:
     return tid
 
 
-@post("/api/v1/trials/{trial_id:str}/metrics", operation_id="ReportTrialMetrics", tags=["trials"],
+@post("/api/v1/trials/{trial_id:str}/metrics", operation_id="ReportTrialMetrics", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
       status_code=200)
 async def report_metrics(request: Request, trial_id: str) -> dict:
     tid = await _authorized_trial(request, trial_id)
@@ -33,7 +35,7 @@ async def report_metrics(request: Request, trial_id: str) -> dict:
     return {}
 
 
-@post("/api/v1/trials/{trial_id:str}/metrics/batch", operation_id="ReportTrialMetricsBatch", tags=["trials"],
+@post("/api/v1/trials/{trial_id:str}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
       status_code=200)
 async def report_metrics_batch(request: Request, trial_id: str) -> dict:
     tid = await _authorized_trial(request, trial_id)
@@ -46,6 +48,7 @@ def _legacy(group: str, body_key: str, operation_id: str):  # noqa: ANN202
     """Determined's older per-group endpoints: {"trainingMetrics": {...}} / {"validationMetrics": {...}}."""
 
     @post(f"/api/v1/trials/{{trial_id:str}}/{group}_metrics", operation_id=operation_id, tags=["trials"],
+          opt=opt(Action.TASK_REPORT, ("trial", "trial_id")),
           status_code=200, name=f"legacy-{group}-metrics")
     async def handler(request: Request, trial_id: str) -> dict:
         tid = await _authorized_trial(request, trial_id)
@@ -64,7 +67,7 @@ report_training = _legacy("training", "trainingMetrics", "ReportTrialTrainingMet
 report_validation = _legacy("validation", "validationMetrics", "ReportTrialValidationMetrics")
 
 
-@get("/api/v1/trials/{trial_id:str}/metrics", operation_id="GetTrialMetrics", tags=["trials"])
+@get("/api/v1/trials/{trial_id:str}/metrics", operation_id="GetTrialMetrics", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def get_metrics(request: Request, trial_id: str, group: str | None = None) -> dict:
     tid = await _authorized_trial(request, trial_id)
     rows = await svc.trial_metrics(runtime_of(request), tid, group)
@@ -72,7 +75,7 @@ async def get_metrics(request: Request, trial_id: str, group: str | None = None)
                          "reportTime": iso(m.report_time), "metrics": m.metrics} for m in rows]}
 
 
-@get("/api/v1/trials/{trial_id:str}/workloads", operation_id="GetTrialWorkloads", tags=["trials"])
+@get("/api/v1/trials/{trial_id:str}/workloads", operation_id="GetTrialWorkloads", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def workloads(request: Request, trial_id: str, offset: int = 0, limit: int = 0) -> dict:
     """Training, validation and checkpoint rows in step order (what `det e describe` merges)."""
     tid = await _authorized_trial(request, trial_id)
@@ -98,7 +101,7 @@ async def workloads(request: Request, trial_id: str, offset: int = 0, limit: int
     return {"workloads": [w for _, _, w in page], "pagination": pagination(offset, limit, total, len(page))}
 
 
-@post("/api/v1/trials/{trial_id:str}/progress", operation_id="ReportTrialProgress", tags=["trials"],
+@post("/api/v1/trials/{trial_id:str}/progress", operation_id="ReportTrialProgress", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
       status_code=200)
 async def report_progress(request: Request, trial_id: str) -> dict:
     tid = await _authorized_trial(request, trial_id)
@@ -113,7 +116,7 @@ async def report_progress(request: Request, trial_id: str) -> dict:
     return {}
 
 
-@post("/api/v1/trials/{trial_id:str}/runner/metadata", operation_id="UpdateTrialRunnerMetadata",
+@post("/api/v1/trials/{trial_id:str}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")),
       tags=["trials"], status_code=200)
 async def runner_metadata(request: Request, trial_id: str) -> dict:
     tid = await _authorized_trial(request, trial_id)
@@ -126,7 +129,7 @@ async def runner_metadata(request: Request, trial_id: str) -> dict:
     return {}
 
 
-@post("/api/v1/trials/{trial_id:str}/early_exit", operation_id="ReportTrialEarlyExit", tags=["trials"],
+@post("/api/v1/trials/{trial_id:str}/early_exit", operation_id="ReportTrialEarlyExit", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
       status_code=200)
 async def early_exit(request: Request, trial_id: str) -> dict:
     tid = await _authorized_trial(request, trial_id)
@@ -147,7 +150,7 @@ async def early_exit(request: Request, trial_id: str) -> dict:
 
 
 @get("/api/v1/experiments/{exp_id:str}/searcher/best_searcher_validation_metric",
-     operation_id="GetBestSearcherValidationMetric", tags=["experiments"])
+     operation_id="GetBestSearcherValidationMetric", opt=opt(Action.VIEW, "body"), tags=["experiments"])
 async def best_validation(request: Request, exp_id: str) -> dict:
     await user_or_task(request)
     eid = path_int(exp_id, "experimentId")
@@ -163,7 +166,7 @@ async def best_validation(request: Request, exp_id: str) -> dict:
     return {"metric": min(values) if smaller else max(values)}
 
 
-@post("/api/v1/runs/start", operation_id="StartRun", tags=["runs"], status_code=200)
+@post("/api/v1/runs/start", operation_id="StartRun", opt=opt(Action.TASK_REPORT, "body"), tags=["runs"], status_code=200)
 async def start_run(request: Request) -> dict:
     principal = await user_or_task(request)
     body = await read_json(request)
@@ -174,7 +177,7 @@ async def start_run(request: Request) -> dict:
     return {"storageId": None}
 
 
-@get("/api/v1/runs/{run_id:str}/metadata", operation_id="GetRunMetadata", tags=["runs"])
+@get("/api/v1/runs/{run_id:str}/metadata", operation_id="GetRunMetadata", opt=opt(Action.VIEW, "body"), tags=["runs"])
 async def get_run_metadata(request: Request, run_id: str) -> dict:
     tid = await _authorized_trial(request, run_id)
     async with runtime_of(request).sessions() as session:

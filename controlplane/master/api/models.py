@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, delete, get, patch, post
 
 from controlplane.master.api.auth_guard import current_user, runtime_of
@@ -38,14 +40,14 @@ def _version_number(number: str) -> int:
     return value
 
 
-@post("/api/v1/models", operation_id="PostModel", tags=["models"], status_code=200)
+@post("/api/v1/models", operation_id="PostModel", opt=opt(Action.CREATE), tags=["models"], status_code=200)
 async def create_model(request: Request) -> dict:
     user = await current_user(request)
     view = await svc.create_model(runtime_of(request), user, await read_json(request))
     return {"model": model_json(view)}
 
 
-@get("/api/v1/models", operation_id="GetModels", tags=["models"])
+@get("/api/v1/models", operation_id="GetModels", opt=opt(Action.VIEW), tags=["models"])
 async def list_models(request: Request, limit: int = 0, offset: int = 0, archived: bool | None = None) -> dict:
     await current_user(request)
     q = request.query_params
@@ -60,34 +62,34 @@ async def list_models(request: Request, limit: int = 0, offset: int = 0, archive
     return {"models": [model_json(v) for v in page], "pagination": pages}
 
 
-@get(MODEL, operation_id="GetModel", tags=["models"])
+@get(MODEL, operation_id="GetModel", opt=opt(Action.VIEW), tags=["models"])
 async def get_model(request: Request, name: str) -> dict:
     await current_user(request)
     return {"model": model_json(await svc.get_model(runtime_of(request), name))}
 
 
-@patch(MODEL, operation_id="PatchModel", tags=["models"])
+@patch(MODEL, operation_id="PatchModel", opt=opt(Action.EDIT), tags=["models"])
 async def patch_model(request: Request, name: str) -> dict:
     await current_user(request)
     view = await svc.patch_model(runtime_of(request), name, await read_json(request))
     return {"model": model_json(view)}
 
 
-@delete(MODEL, operation_id="DeleteModel", tags=["models"], status_code=200)
+@delete(MODEL, operation_id="DeleteModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
 async def delete_model(request: Request, name: str) -> dict:
     user = await current_user(request)
     await svc.delete_model(runtime_of(request), user, name)
     return {}
 
 
-@post(MODEL + "/versions", operation_id="PostModelVersion", tags=["models"], status_code=200)
+@post(MODEL + "/versions", operation_id="PostModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
 async def register_version(request: Request, name: str) -> dict:
     user = await current_user(request)
     view = await svc.register_version(runtime_of(request), user, name, await read_json(request))
     return {"modelVersion": model_version_json(view)}
 
 
-@get(MODEL + "/versions", operation_id="GetModelVersions", tags=["models"])
+@get(MODEL + "/versions", operation_id="GetModelVersions", opt=opt(Action.VIEW), tags=["models"])
 async def list_versions(request: Request, name: str, limit: int = 0, offset: int = 0) -> dict:
     await current_user(request)
     q = request.query_params
@@ -96,21 +98,21 @@ async def list_versions(request: Request, name: str, limit: int = 0, offset: int
     return {"model": model_json(model), "modelVersions": [model_version_json(v) for v in page], "pagination": pages}
 
 
-@get(VERSION, operation_id="GetModelVersion", tags=["models"])
+@get(VERSION, operation_id="GetModelVersion", opt=opt(Action.VIEW), tags=["models"])
 async def get_version(request: Request, name: str, number: str) -> dict:
     await current_user(request)
     view = await svc.get_version(runtime_of(request), name, _version_number(number))
     return {"modelVersion": model_version_json(view)}
 
 
-@patch(VERSION, operation_id="PatchModelVersion", tags=["models"])
+@patch(VERSION, operation_id="PatchModelVersion", opt=opt(Action.EDIT), tags=["models"])
 async def patch_version(request: Request, name: str, number: str) -> dict:
     await current_user(request)
     view = await svc.patch_version(runtime_of(request), name, _version_number(number), await read_json(request))
     return {"modelVersion": model_version_json(view)}
 
 
-@delete(VERSION, operation_id="DeleteModelVersion", tags=["models"], status_code=200)
+@delete(VERSION, operation_id="DeleteModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
 async def delete_version(request: Request, name: str, number: str) -> dict:
     user = await current_user(request)
     await svc.delete_version(runtime_of(request), user, name, _version_number(number))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 import base64
 
 from litestar import Request, get
@@ -13,7 +15,7 @@ from controlplane.master.errors import NotFound
 from controlplane.state import allocation as A
 
 
-@get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory", tags=["tasks"])
+@get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory", opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
 async def context_directory(request: Request, task_id: str) -> dict:
     principal = await user_or_task(request)
     require_task(principal, task_id)
@@ -26,7 +28,7 @@ async def context_directory(request: Request, task_id: str) -> dict:
     return {"b64Tgz": base64.b64encode(blob).decode()}
 
 
-@get("/api/v1/tasks", operation_id="GetTasks", tags=["tasks"])
+@get("/api/v1/tasks", operation_id="GetTasks", opt=opt(Action.VIEW), tags=["tasks"])
 async def list_tasks(request: Request) -> dict:
     await current_user(request)
     async with runtime_of(request).sessions() as session:

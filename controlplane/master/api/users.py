@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from controlplane.master.authz import Action, opt
+
 from litestar import Request, get, post
 from sqlalchemy import select
 
@@ -11,7 +13,7 @@ from controlplane.master.api.requests import field, path_int, read_json
 from controlplane.master.db.models import User
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.services import auth
-from controlplane.master.services.auth import AuthedUser
+from controlplane.master.principals import AuthedUser
 from controlplane.master.services.token_cache import USER_TOKENS
 
 
@@ -26,7 +28,7 @@ def user_json(user: User) -> dict:
     }
 
 
-@post("/api/v1/auth/login", operation_id="Login", tags=["auth"], status_code=200)
+@post("/api/v1/auth/login", operation_id="Login", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
 async def login(request: Request) -> dict:
     body = await read_json(request)
     username = field(body, "username")
@@ -41,7 +43,7 @@ async def login(request: Request) -> dict:
         return {"token": token, "user": user_json(user)}
 
 
-@post("/api/v1/auth/logout", operation_id="Logout", tags=["auth"], status_code=200)
+@post("/api/v1/auth/logout", operation_id="Logout", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
 async def logout(request: Request) -> dict:
     token = bearer_token(request.headers.get("authorization"))
     if token:
@@ -51,7 +53,7 @@ async def logout(request: Request) -> dict:
     return {}
 
 
-@get("/api/v1/me", operation_id="GetMe", tags=["auth"])
+@get("/api/v1/me", operation_id="GetMe", opt=opt(Action.SIGNED_IN), tags=["auth"])
 async def get_me(request: Request) -> dict:
     me = await current_user(request)
     async with runtime_of(request).sessions() as session:
@@ -59,7 +61,7 @@ async def get_me(request: Request) -> dict:
         return {"user": user_json(user)}
 
 
-@get("/api/v1/users", operation_id="GetUsers", tags=["auth"])
+@get("/api/v1/users", operation_id="GetUsers", opt=opt(Action.VIEW), tags=["auth"])
 async def list_users(request: Request, name: str | None = None) -> dict:
     await current_user(request)
     async with runtime_of(request).sessions() as session:
@@ -72,7 +74,7 @@ async def list_users(request: Request, name: str | None = None) -> dict:
                            "endIndex": len(users), "total": len(users)}}
 
 
-@post("/api/v1/users/{user_id:str}/password", operation_id="SetUserPassword", tags=["auth"], status_code=200)
+@post("/api/v1/users/{user_id:str}/password", operation_id="SetUserPassword", opt=opt(Action.SIGNED_IN), tags=["auth"], status_code=200)
 async def set_password(request: Request, user_id: str) -> dict:
     me: AuthedUser = await current_user(request)
     target = path_int(user_id, "userId")

@@ -50,7 +50,8 @@ class User(Base):
     # scrypt hash of the client-side password value (reference §1.1: sha512 of salt+password,
     # or "" for an empty password); "salt$hash" in hex.
     password_hash: Mapped[str] = mapped_column(String(512))
-    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)  # role == "admin", for Determined's clients
+    role: Mapped[str] = mapped_column(String(16), default="user")  # controlplane.master.principals.Role
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     display_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = _ts()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -19,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import User, UserSession
 from controlplane.master.errors import Unauthenticated
+from controlplane.master.principals import AuthedUser, Role
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFETIME = timedelta(days=7)
@@ -48,19 +48,12 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class AuthedUser:
-    id: int
-    username: str
-    admin: bool
-
-
 async def ensure_default_users(session: AsyncSession) -> None:
     for username, admin in DEFAULT_USERS:
         exists = await session.scalar(select(User.id).where(User.username == username))
         if exists is None:
             session.add(User(username=username, password_hash=hash_password(""), admin=admin,
-                             active=True, created_at=utcnow()))
+                             role=Role.ADMIN if admin else Role.USER, active=True, created_at=utcnow()))
 
 
 async def login(session: AsyncSession, username: str, password: str, is_hashed: bool) -> tuple[str, User]:
@@ -86,7 +79,7 @@ async def user_for_token(session: AsyncSession, token: str) -> AuthedUser | None
     user, expires_at = row
     if not user.active or aware(expires_at) < utcnow():
         return None
-    return AuthedUser(user.id, user.username, user.admin)
+    return AuthedUser(user.id, user.username, Role(user.role))
 
 
 async def logout(session: AsyncSession, token: str) -> None:

@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.api.auth_guard import TaskPrincipal
+from controlplane.master.principals import TaskPrincipal
 from controlplane.master.api.requests import expect_dict, expect_int, field, parse_time
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import AuthedUser
+from controlplane.master.principals import AuthedUser
 
 _UUID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 STATES = {"STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED", "STATE_ERROR", "STATE_ACTIVE"}

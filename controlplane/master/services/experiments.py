@@ -16,7 +16,7 @@ from controlplane.master.db.models import Experiment
 from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import AuthedUser
+from controlplane.master.principals import AuthedUser
 from controlplane.master.services.context import build_archive
 from controlplane.state import experiment as E
 

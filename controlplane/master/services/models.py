@@ -22,7 +22,7 @@ from controlplane.master.api.requests import expect_dict, field
 from controlplane.master.db.models import Checkpoint, Experiment, Metric, ModelVersion, RegisteredModel, User
 from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import AuthedUser
+from controlplane.master.principals import AuthedUser
 
 WORKSPACE_ID = 1
 WORKSPACE_NAME = "Uncategorized"

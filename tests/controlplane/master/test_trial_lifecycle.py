@@ -89,7 +89,7 @@ async def test_session_token_only_works_for_its_own_trial(api):
     r = await api.post(f"/api/v1/trials/{other}/metrics", json=body, headers=task_headers(m1.session_token))
     assert r.status_code == 403
     r = await api.get("/api/v1/experiments", headers=task_headers(m1.session_token))
-    assert r.status_code == 401  # a task token is not a user token
+    assert r.status_code == 403  # a task token is not a user token
     r = await api.post(f"/api/v1/trials/{own}/metrics", json=body, headers=task_headers("forged"))
     assert r.status_code == 401
 
