@@ -48,7 +48,8 @@ class MasterRuntime:
     cluster_id: str = ""
     master_id: str = ""
     notifier: Notifier = field(default_factory=Notifier)
-    hub: "AgentHub | None" = None
-    orchestrator: "Orchestrator | None" = None
-    autoscaler: "AutoscalerService | None" = None
-    checkpoint_gc: "CheckpointGcLoop | None" = None
+    # Wired by create_app right after construction (they need the runtime themselves).
+    hub: AgentHub = field(init=False)
+    orchestrator: Orchestrator = field(init=False)
+    checkpoint_gc: CheckpointGcLoop = field(init=False)
+    autoscaler: AutoscalerService | None = None  # None when no pool has a provider
