@@ -28,7 +28,7 @@ log = logging.getLogger("controlplane.master")
 
 
 def _api_error(_: Request, exc: ApiError) -> Response:
-    return Response(error_body(exc.message), status_code=exc.status)
+    return Response(error_body(exc.message, exc.status), status_code=exc.status)
 
 
 def _http_error(_: Request, exc: HTTPException) -> Response:
@@ -36,12 +36,12 @@ def _http_error(_: Request, exc: HTTPException) -> Response:
     extra = getattr(exc, "extra", None)
     if extra and isinstance(extra, list):
         detail = f"{detail}: " + "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in extra)
-    return Response(error_body(str(detail)), status_code=exc.status_code)
+    return Response(error_body(str(detail), exc.status_code), status_code=exc.status_code)
 
 
 def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
-    return Response(error_body("internal error; the master log has the details"), status_code=500)
+    return Response(error_body("internal error; the master log has the details", 500), status_code=500)
 
 
 async def _bootstrap(rt: MasterRuntime) -> None:

@@ -1,6 +1,8 @@
 """One exception hierarchy for the API, mapped to HTTP once in create_app.
 
-Bodies have the shape the Determined client reads: {"message": m, "error": {"error": m}}.
+Bodies have the shape the Determined client reads, {"message": m, "error": {"error": m}}, plus
+the ``status_code`` and ``detail`` of the error schema Litestar documents for every route, so
+answers match the served OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -38,5 +40,5 @@ class PayloadTooLarge(ApiError):
     status = 413
 
 
-def error_body(message: str) -> dict:
-    return {"message": message, "error": {"error": message}}
+def error_body(message: str, status: int = 500) -> dict:
+    return {"message": message, "error": {"error": message}, "status_code": status, "detail": message}
