@@ -35,7 +35,9 @@ def _http_error(_: Request, exc: HTTPException) -> Response:
     detail = exc.detail
     extra = getattr(exc, "extra", None)
     if extra and isinstance(extra, list):
-        detail = f"{detail}: " + "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in extra)
+        detail = f"{detail}: " + "; ".join(
+            (f"{e['key']}: " if e.get("key") else "") + str(e.get("message", e)) if isinstance(e, dict) else str(e)
+            for e in extra)
     return Response(error_body(str(detail), exc.status_code), status_code=exc.status_code)
 
 
