@@ -18,11 +18,7 @@ from controlplane.master.api import (
 ALL = [
     info.get_info,
     info.get_master,
-    users.login,
-    users.logout,
-    users.get_me,
-    users.list_users,
-    users.set_password,
+    *users.ROUTES,
     experiments.create,
     experiments.list_experiments,
     experiments.get_experiment,

@@ -1,50 +1,46 @@
-"""Login, logout, /me and passwords (reference §1)."""
+"""Login, logout, /me, users and passwords over Determined's ``/api/v1/users`` paths (reference §1).
+
+Creating users and changing other people's accounts need an admin (``services/users.py`` holds
+the rules); every body is a msgspec Struct decoded by Litestar at the edge.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, get, patch, post
+from litestar.params import Parameter
+
+from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.authz import Action, opt
-
-from litestar import Request, get, post
-from sqlalchemy import select
-
-from controlplane.common.timeutil import iso
-from controlplane.master.api.auth_guard import bearer_token, current_user, runtime_of
-from controlplane.master.api.requests import field, path_int, read_json
-from controlplane.master.db.models import User
-from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.services import auth
-from controlplane.master.principals import AuthedUser
+from controlplane.master.services import users as svc
 from controlplane.master.services.token_cache import USER_TOKENS
 
+UserId = Annotated[int, Parameter(ge=1, le=2**31 - 1, description="the user's id")]
 
-def user_json(user: User) -> dict:
-    return {
-        "id": user.id,
-        "username": user.username,
-        "admin": user.admin,
-        "active": user.active,
-        "displayName": user.display_name or "",
-        "modifiedAt": iso(user.created_at),
-    }
+
+class LoginRequest(msgspec.Struct, rename="camel", kw_only=True):
+    username: Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=svc.NO_NUL)]
+    password: svc.Password = ""
+    is_hashed: bool = False
+
+
+class LoginResponse(msgspec.Struct, rename="camel", kw_only=True):
+    token: str
+    user: svc.V1User
 
 
 @post("/api/v1/auth/login", operation_id="Login", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
-async def login(request: Request) -> dict:
-    body = await read_json(request)
-    username = field(body, "username")
-    password = field(body, "password", "")
-    if not isinstance(username, str) or not username:
-        raise BadRequest("username: required")
-    if not isinstance(password, str):
-        raise BadRequest("password: must be a string")
-    rt = runtime_of(request)
-    async with rt.sessions.begin() as session:
-        token, user = await auth.login(session, username, password, bool(field(body, "isHashed", False)))
-        return {"token": token, "user": user_json(user)}
+async def login(request: Request, data: LoginRequest) -> LoginResponse:
+    async with runtime_of(request).sessions.begin() as session:
+        token, user = await auth.login(session, data.username, data.password, data.is_hashed)
+        return LoginResponse(token=token, user=svc.v1_user(user))
 
 
 @post("/api/v1/auth/logout", operation_id="Logout", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
-async def logout(request: Request) -> dict:
+async def logout(request: Request) -> dict[str, Any]:
     token = bearer_token(request.headers.get("authorization"))
     if token:
         async with runtime_of(request).sessions.begin() as session:
@@ -54,43 +50,75 @@ async def logout(request: Request) -> dict:
 
 
 @get("/api/v1/me", operation_id="GetMe", opt=opt(Action.SIGNED_IN), tags=["auth"])
-async def get_me(request: Request) -> dict:
-    me = await current_user(request)
+async def get_me(request: Request) -> svc.UserResponse:
+    me = user_of(request)
     async with runtime_of(request).sessions() as session:
-        user = await session.get(User, me.id)
-        return {"user": user_json(user)}
+        return svc.UserResponse(user=svc.v1_user(await svc.get_user(session, me.id)))
 
 
-@get("/api/v1/users", operation_id="GetUsers", opt=opt(Action.VIEW), tags=["auth"])
-async def list_users(request: Request, name: str | None = None) -> dict:
-    await current_user(request)
+@get("/api/v1/users", operation_id="GetUsers", opt=opt(Action.VIEW), tags=["users"])
+async def list_users(
+    request: Request,
+    offset: Annotated[int, Parameter(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Parameter(ge=0, le=svc.MAX_PAGE, description="0: the largest page")] = 100,
+    name: Annotated[str | None, Parameter(max_length=255, pattern=svc.NO_NUL,
+                                          description="part of a username or display name")] = None,
+    active: bool | None = None,
+    admin: bool | None = None,
+) -> svc.UsersResponse:
+    user_of(request)
     async with runtime_of(request).sessions() as session:
-        q = select(User).order_by(User.id)
-        if name:
-            q = q.where(User.username == name)
-        users = (await session.scalars(q)).all()
-    return {"users": [user_json(u) for u in users],
-            "pagination": {"offset": 0, "limit": len(users), "startIndex": 0,
-                           "endIndex": len(users), "total": len(users)}}
+        return await svc.list_users(session, offset=offset, limit=limit, name=name, active=active, admin=admin)
 
 
-@post("/api/v1/users/{user_id:str}/password", operation_id="SetUserPassword", opt=opt(Action.SIGNED_IN), tags=["auth"], status_code=200)
-async def set_password(request: Request, user_id: str) -> dict:
-    me: AuthedUser = await current_user(request)
-    target = path_int(user_id, "userId")
-    if target != me.id and not me.admin:
-        raise Forbidden("only an admin can change another user's password")
-    body = await read_json(request, default="")
-    # The Determined client sends the salted hash as a bare JSON string; accept an object too.
-    if isinstance(body, dict):
-        value = field(body, "password", None)
-        is_hashed = bool(field(body, "isHashed", True))
-    else:
-        value, is_hashed = body, True
-    if not isinstance(value, str):
-        raise BadRequest("password: must be a string")
+@post("/api/v1/users", operation_id="PostUser", opt=opt(Action.ADMINISTER), tags=["users"], status_code=200)
+async def create_user(request: Request, data: svc.PostUserRequest) -> svc.UserResponse:
+    user_of(request)
     async with runtime_of(request).sessions.begin() as session:
-        if await session.get(User, target) is None:
-            raise NotFound(f"user {target} not found")
-        await auth.set_password(session, target, auth.client_password_value(value, is_hashed))
-    return {}
+        return svc.UserResponse(user=svc.v1_user(await svc.create_user(session, data)))
+
+
+@get("/api/v1/users/{user_id:int}", operation_id="GetUser", opt=opt(Action.VIEW), tags=["users"])
+async def get_user(request: Request, user_id: UserId) -> svc.UserResponse:
+    user_of(request)
+    async with runtime_of(request).sessions() as session:
+        return svc.UserResponse(user=svc.v1_user(await svc.get_user(session, user_id)))
+
+
+@get("/api/v1/users/{username:str}/by-username", operation_id="GetUserByUsername", opt=opt(Action.VIEW),
+     tags=["users"])
+async def get_user_by_username(request: Request,
+                               username: Annotated[str, Parameter(max_length=255, pattern=svc.NO_NUL)]
+                               ) -> svc.UserResponse:
+    user_of(request)
+    async with runtime_of(request).sessions() as session:
+        return svc.UserResponse(user=svc.v1_user(await svc.get_by_username(session, username)))
+
+
+@patch("/api/v1/users/{user_id:int}", operation_id="PatchUser", opt=opt(Action.SIGNED_IN), tags=["users"])
+async def patch_user(request: Request, user_id: UserId, data: svc.PatchUser) -> svc.UserResponse:
+    """An admin may change anything; anyone may change their own display name and password."""
+    me = user_of(request)
+    token = bearer_token(request.headers.get("authorization"))
+    async with runtime_of(request).sessions.begin() as session:
+        user = await svc.patch_user(session, me, token, user_id, data)
+        return svc.UserResponse(user=svc.v1_user(user))
+
+
+@post("/api/v1/users/{user_id:int}/password", operation_id="SetUserPassword", opt=opt(Action.SIGNED_IN),
+      tags=["users"], status_code=200)
+async def set_password(request: Request, user_id: UserId,
+                       data: svc.Password | svc.PasswordChange) -> svc.UserResponse:
+    """The Determined client sends the salted hash as a bare JSON string; an object may also carry
+    ``oldPassword``, which changing one's own password needs."""
+    me = user_of(request)
+    change = svc.bare_password(data) if isinstance(data, str) else data
+    token = bearer_token(request.headers.get("authorization"))
+    async with runtime_of(request).sessions.begin() as session:
+        user = await svc.get_user(session, user_id)
+        await svc.set_password(session, me, token, user, change.password, change.old_password, change.is_hashed)
+        return svc.UserResponse(user=svc.v1_user(user))
+
+
+ROUTES = [login, logout, get_me, list_users, create_user, get_user, get_user_by_username, patch_user,
+          set_password]

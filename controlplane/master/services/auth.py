@@ -3,22 +3,27 @@
 The Determined client hashes passwords before sending them (sha512 of a fixed salt and the
 password; "" for the empty password), so the master stores a slow hash of that client value.
 Tokens are random and stored only as sha256 hashes.
+
+A login costs one scrypt whether or not the user exists (an unknown or inactive user is checked
+against a dummy hash), so its answer time does not tell who has an account.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import User, UserSession
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.principals import AuthedUser, Role
+from controlplane.master.services.token_cache import USER_TOKENS
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFETIME = timedelta(days=7)
@@ -32,16 +37,27 @@ def client_password_value(password: str, is_hashed: bool) -> str:
     return hashlib.sha512((CLIENT_SALT + password).encode()).hexdigest()
 
 
+def _scrypt(value: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(value.encode(), salt=salt, n=2**14, r=8, p=1)
+
+
 def hash_password(client_value: str) -> str:
     salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(client_value.encode(), salt=salt, n=2**14, r=8, p=1)
-    return f"{salt.hex()}${digest.hex()}"
+    return f"{salt.hex()}${_scrypt(client_value, salt).hex()}"
 
 
 def verify_password(client_value: str, stored: str) -> bool:
     salt_hex, _, digest_hex = stored.partition("$")
-    digest = hashlib.scrypt(client_value.encode(), salt=bytes.fromhex(salt_hex), n=2**14, r=8, p=1)
-    return hmac.compare_digest(digest.hex(), digest_hex)
+    try:
+        salt = bytes.fromhex(salt_hex)
+    except ValueError:
+        salt = b"\0" * 16  # a damaged row still costs one scrypt and never matches
+        digest_hex = ""
+    return hmac.compare_digest(_scrypt(client_value, salt).hex(), digest_hex)
+
+
+# Checked against when the user does not exist or is inactive: same cost, never a match.
+_DUMMY_HASH = f"{'00' * 16}$"
 
 
 def token_hash(token: str) -> str:
@@ -58,8 +74,9 @@ async def ensure_default_users(session: AsyncSession) -> None:
 
 async def login(session: AsyncSession, username: str, password: str, is_hashed: bool) -> tuple[str, User]:
     user = await session.scalar(select(User).where(User.username == username))
-    if user is None or not user.active or not verify_password(client_password_value(password, is_hashed),
-                                                              user.password_hash):
+    stored = user.password_hash if user is not None and user.active else _DUMMY_HASH
+    matches = await asyncio.to_thread(verify_password, client_password_value(password, is_hashed), stored)
+    if user is None or not user.active or not matches:
         raise Unauthenticated("invalid credentials")
     token = secrets.token_urlsafe(32)
     now = utcnow()
@@ -88,8 +105,15 @@ async def logout(session: AsyncSession, token: str) -> None:
         await session.delete(s)
 
 
-async def set_password(session: AsyncSession, user_id: int, client_value: str) -> None:
-    user = await session.get(User, user_id)
-    if user is None:
-        raise Unauthenticated("no such user")
-    user.password_hash = hash_password(client_value)
+async def end_sessions(session: AsyncSession, user_id: int, *, keep_token: str | None = None) -> None:
+    """End every session of a user (but ``keep_token``'s), in the database and in the cache."""
+    q = delete(UserSession).where(UserSession.user_id == user_id)
+    if keep_token is not None:
+        q = q.where(UserSession.token_hash != token_hash(keep_token))
+    await session.execute(q)
+    forget_user(user_id)
+
+
+def forget_user(user_id: int) -> None:
+    """Drop a user's cached sessions, so a change of role or activity counts at once."""
+    USER_TOKENS.drop_where(lambda u: getattr(u, "id", None) == user_id)

@@ -1,38 +1,76 @@
 """Token lookups, remembered briefly.
 
 Every API call authenticates, and training code reports metrics many times a second; a
-database round trip per call would dominate a small report. Logout and the end of an
-allocation drop their entries at once, so a revoked token never outlives its revocation.
+database round trip per call would dominate a small report. Logout, the end of a user's
+sessions and the end of an allocation drop their entries at once, so a revoked token never
+outlives its revocation.
+
+A dropped key is also fenced for a while: a lookup that read the database just before the
+revocation committed may not put the stale answer back (``put`` ignores fenced keys), so the
+next request reads the database again and sees the revocation.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
 
 
-class _TTLCache:
-    def __init__(self, ttl_s: float, max_entries: int = 10_000) -> None:
+class _TTLCache(Generic[V]):
+    def __init__(self, ttl_s: float, max_entries: int = 10_000, fence_s: float = 30.0) -> None:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
-        self._items: dict[str, tuple[float, object]] = {}
+        self.fence_s = fence_s
+        self._items: dict[str, tuple[float, V]] = {}
+        self._fenced: dict[str, float] = {}
+        self._fenced_values: list[tuple[float, Callable[[V], bool]]] = []
 
-    def get(self, key: str) -> object | None:
+    def get(self, key: str) -> V | None:
         hit = self._items.get(key)
         if hit is None or hit[0] < time.monotonic():
             return None
         return hit[1]
 
-    def put(self, key: str, value: object) -> None:
+    def put(self, key: str, value: V) -> None:
+        now = time.monotonic()
+        until = self._fenced.get(key)
+        if until is not None:
+            if until > now:
+                return
+            del self._fenced[key]
+        if self._fenced_values:
+            self._fenced_values = [(t, p) for t, p in self._fenced_values if t > now]
+            if any(p(value) for _, p in self._fenced_values):
+                return
         if len(self._items) >= self.max_entries:
             self._items.clear()
-        self._items[key] = (time.monotonic() + self.ttl_s, value)
+        self._items[key] = (now + self.ttl_s, value)
 
     def drop(self, key: str) -> None:
         self._items.pop(key, None)
+        now = time.monotonic()
+        if len(self._fenced) >= self.max_entries:
+            self._fenced = {k: t for k, t in self._fenced.items() if t > now}
+        self._fenced[key] = now + self.fence_s
+
+    def drop_where(self, predicate: Callable[[V], bool]) -> int:
+        """Drop every entry whose value matches (e.g. all sessions of one user), and for a while
+        cache no new value that matches: those lookups go to the database."""
+        doomed = [k for k, (_, v) in self._items.items() if predicate(v)]
+        for key in doomed:
+            self.drop(key)
+        self._fenced_values.append((time.monotonic() + self.fence_s, predicate))
+        return len(doomed)
 
     def clear(self) -> None:
         self._items.clear()
+        self._fenced.clear()
+        self._fenced_values.clear()
 
 
-USER_TOKENS = _TTLCache(ttl_s=5.0)
-TASK_TOKENS = _TTLCache(ttl_s=2.0)
+# Values: controlplane.master.principals.AuthedUser / TaskPrincipal (not imported: no cycles).
+USER_TOKENS: _TTLCache = _TTLCache(ttl_s=5.0)
+TASK_TOKENS: _TTLCache = _TTLCache(ttl_s=2.0)
