@@ -16,7 +16,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select
 
-from controlplane.master.db.models import Allocation
+from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
@@ -68,16 +68,23 @@ async def current_task(request: ASGIConnection) -> TaskPrincipal | None:
     rt = runtime_of(request)
     async with rt.sessions() as session:
         row = (await session.execute(
-            select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state)
-            .where(Allocation.token_hash == token_hash(token))
+            select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state, Trial.run_id)
+            .outerjoin(Trial, Trial.id == Allocation.trial_id)
+            .where(Allocation.token_hash == key)
         )).first()
     if row is None:
         raise Unauthenticated("invalid allocation token")
-    if row[3] == A.TERMINATED:
+    alloc_id, task_id, trial_id, state, trial_run = row
+    if state == A.TERMINATED:
         # A process that outlived its allocation (its agent was declared lost) must not
         # report into a trial that now runs elsewhere.
-        raise Unauthenticated(f"allocation {row[0]} has ended; its token is no longer valid")
-    principal = TaskPrincipal(row[0], row[1], row[2], run_id_of(row[0]))
+        raise Unauthenticated(f"allocation {alloc_id} has ended; its token is no longer valid")
+    run_id = run_id_of(alloc_id)
+    if trial_id is not None and trial_run is not None and run_id != trial_run:
+        # Fencing: only the trial's current run may act for it, so two copies never both write.
+        raise Unauthenticated(f"allocation {alloc_id} is run {run_id} of trial {trial_id}, "
+                              f"which has moved on to run {trial_run}; its token is no longer valid")
+    principal = TaskPrincipal(alloc_id, task_id, trial_id, run_id)
     TASK_TOKENS.put(key, principal)
     return principal
 

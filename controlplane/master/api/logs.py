@@ -121,6 +121,8 @@ async def post_task_logs(request: Request) -> dict:
         alloc_id = field(entry, "allocationId", "")
         if isinstance(principal, TaskPrincipal) and alloc_id and alloc_id != principal.allocation_id:
             raise Forbidden(f"logs[{i}].allocation_id: not this token's allocation")
+        if isinstance(principal, TaskPrincipal) and field(entry, "taskId", "") not in ("", principal.task_id):
+            raise Forbidden(f"logs[{i}].taskId: not this token's task")
         text = field(entry, "log", "")
         if not isinstance(text, str):
             raise BadRequest(f"logs[{i}].log: must be a string")
