@@ -66,7 +66,8 @@ async def accelerator_data(request: Request, alloc_id: str) -> dict:
 
 
 @get("/api/v1/allocations/{alloc_id:str}/resources/{resources_id:str}/rendezvous",
-     operation_id="AllocationRendezvousInfo", tags=["allocations"])
+     operation_id="AllocationRendezvousInfo", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
+     tags=["allocations"])
 async def rendezvous(request: Request, alloc_id: str, resources_id: str) -> dict:
     principal = await user_or_task(request)
     require_allocation(principal, alloc_id)
