@@ -83,14 +83,14 @@ def test_logout_forgets_token(fake_master, det):
     assert "Not logged in" in det("user", "logout").out
 
 
-def test_change_password_sends_client_hash_as_json_string(fake_master, det, monkeypatch):
-    answers = iter(["new-pass", "new-pass"])
+def test_change_password_sends_client_hashes_of_the_old_and_new_password(fake_master, det, monkeypatch):
+    answers = iter(["", "new-pass", "new-pass"])  # current (empty), new, confirm
     monkeypatch.setattr("getpass.getpass", lambda p: next(answers))
     r = det("user", "change-password")
     assert r.rc == 0, r.err
     call = fake_master.calls("POST", "/api/v1/users/2/password")[0]
     expected = hashlib.sha512(b"GubPEmmotfiK9TMD6Zdw" + b"new-pass").hexdigest()
-    assert json.loads(call.body) == expected
+    assert json.loads(call.body) == {"password": expected, "oldPassword": "", "isHashed": True}
 
     answers = iter(["a", "b"])
     r = det("user", "change-password", "alice")
