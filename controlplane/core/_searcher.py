@@ -27,7 +27,7 @@ class SearcherOperation:
         if self._session is None or self._trial_id is None:
             return
         progress = min(1.0, max(0.0, float(length) / self.length)) if self.length else 1.0
-        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json={"progress": progress, "is_raw": True})
+        self._session.post(f"/api/v1/trials/{self._trial_id}/progress", json={"progress": progress, "isRaw": True})
 
     def report_completed(self, searcher_metric: float | None) -> None:
         self.completed_metric = searcher_metric

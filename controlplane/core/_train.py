@@ -74,7 +74,7 @@ class TrainContext:
             raise ValueError(f"progress must be between 0 and 1, got {progress}")
         if self._session is not None and self._trial_id is not None:
             self._session.post(f"/api/v1/trials/{self._trial_id}/progress",
-                               json={"progress": progress, "is_raw": True})
+                               json={"progress": progress, "isRaw": True})
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         """Tells the master the trial stops on purpose (400 = already reported, ignored)."""

@@ -1,21 +1,60 @@
-"""Allocation endpoints the task calls: preemption long-poll and ack, rendezvous, accelerators."""
+"""Allocation endpoints the task calls: preemption long-poll and ack, rendezvous, accelerators.
+
+A task token reaches only its own allocation (the route guard's ``task_scope``); a user reaches
+an allocation of work they own for the writes (an admin any), and may read any.
+"""
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
+from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, get, post
-from sqlalchemy import select
+from litestar.params import Parameter, QueryParameter
+from sqlalchemy import select, update
 
-from controlplane.master.api.auth_guard import require_allocation, runtime_of, user_or_task
-from controlplane.master.db.models import Allocation
-from controlplane.master.errors import NotFound
+from controlplane.master.api.auth_guard import principal_of, runtime_of
+from controlplane.master.authz import Action, opt, require_owner
+from controlplane.master.db.models import Allocation, Experiment, Trial
+from controlplane.master.errors import Conflict, NotFound
+from controlplane.master.principals import Principal
+from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
 
 MAX_POLL_S = 60.0
+NO_NUL = r"^[^\x00]*$"
+AllocId = Annotated[str, Parameter(max_length=160, pattern=NO_NUL, description="the allocation's id")]
+Seconds = Annotated[float | None, Parameter(ge=0, le=2**31 - 1, description=f"long-poll up to this (max {MAX_POLL_S:g})")]
+Text = Annotated[str, msgspec.Meta(max_length=255, pattern=NO_NUL)]
 
 
-async def _preempt_state(rt, alloc_id: str) -> tuple[bool, bool]:  # noqa: ANN001
+class AcceleratorData(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1AcceleratorData (stored nowhere yet: accepted so the harness need not fail)."""
+
+    container_id: Text | None = None
+    allocation_id: Text | None = None
+    node_name: Text | None = None
+    task_id: Text | None = None
+    accelerator_type: Text | None = None
+    accelerator_uuids: Annotated[list[Text], msgspec.Meta(max_length=1024)] | None = None
+
+
+class AcceleratorDataRequest(msgspec.Struct, rename="camel", kw_only=True):
+    allocation_id: Text | None = None
+    accelerator_data: AcceleratorData | None = None
+
+
+class AckPreemptionRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's AckAllocationPreemptionSignal body (the path names the allocation)."""
+
+    allocation_id: Text | None = None
+
+
+class PreemptionResponse(msgspec.Struct, rename="camel", kw_only=True):
+    preempt: bool
+
+
+async def _preempt_state(rt: MasterRuntime, alloc_id: str) -> tuple[bool, bool]:
     """(preempt?, allocation still live?)"""
     async with rt.sessions() as session:
         row = (await session.execute(select(Allocation.preempt_requested, Allocation.state)
@@ -25,52 +64,62 @@ async def _preempt_state(rt, alloc_id: str) -> tuple[bool, bool]:  # noqa: ANN00
     return bool(row[0]), row[1] != A.TERMINATED
 
 
-@get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
-     tags=["allocations"])
-async def preemption_signal(request: Request, alloc_id: str) -> dict:
-    principal = await user_or_task(request)
-    require_allocation(principal, alloc_id)
+async def _check_owner(rt: MasterRuntime, principal: Principal, alloc_id: str) -> None:
+    async with rt.sessions() as session:
+        owner = (await session.execute(select(Experiment.owner_id).select_from(Allocation)
+                                       .join(Trial, Trial.id == Allocation.trial_id)
+                                       .join(Experiment, Experiment.id == Trial.experiment_id)
+                                       .where(Allocation.id == alloc_id))).first()
+    if owner is None:
+        raise NotFound(f"allocation {alloc_id} not found")
+    require_owner(principal, Action.TASK_REPORT, owner[0], f"allocation {alloc_id}")
+
+
+@get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal",
+     opt=opt(Action.TASK_READ, ("allocation", "alloc_id")), tags=["allocations"])
+async def preemption_signal(request: Request, alloc_id: AllocId,
+                            timeout_seconds: Seconds = None,
+                            timeout_seconds_camel: Annotated[float | None, QueryParameter(
+                                name="timeoutSeconds", ge=0, le=2**31 - 1)] = None) -> PreemptionResponse:
     rt = runtime_of(request)
-    raw = request.query_params.get("timeout_seconds") or request.query_params.get("timeoutSeconds") or "0"
-    try:
-        timeout = min(max(float(raw), 0.0), MAX_POLL_S)
-    except ValueError:
-        timeout = 0.0
+    raw = timeout_seconds if timeout_seconds is not None else timeout_seconds_camel
+    timeout = min(raw or 0.0, MAX_POLL_S)
     preempt, live = await _preempt_state(rt, alloc_id)
     if preempt or not live or timeout <= 0:
-        return {"preempt": preempt}
+        return PreemptionResponse(preempt=preempt)
     await rt.notifier.wait(("preempt", alloc_id), timeout)
     preempt, _ = await _preempt_state(rt, alloc_id)
-    return {"preempt": preempt}
+    return PreemptionResponse(preempt=preempt)
 
 
-@post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal", opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")),
-      tags=["allocations"], status_code=200)
-async def ack_preemption(request: Request, alloc_id: str) -> dict:
-    principal = await user_or_task(request)
-    require_allocation(principal, alloc_id)
-    async with runtime_of(request).sessions.begin() as session:
-        alloc = await session.get(Allocation, alloc_id)
-        if alloc is None:
-            raise NotFound(f"allocation {alloc_id} not found")
-        alloc.preempt_acked = True
+@post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal",
+      opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
+async def ack_preemption(request: Request, alloc_id: AllocId,
+                         data: AckPreemptionRequest | None = None) -> dict[str, Any]:
+    """Acknowledged while the allocation lives (an ack for an ended one is a 409)."""
+    rt = runtime_of(request)
+    await _check_owner(rt, principal_of(request), alloc_id)
+    async with rt.sessions.begin() as session:
+        result = await session.execute(update(Allocation).where(
+            Allocation.id == alloc_id, Allocation.state != A.TERMINATED).values(preempt_acked=True))
+        if result.rowcount == 0:
+            raise Conflict(f"allocation {alloc_id} has ended (state {A.TERMINATED}): nothing to acknowledge")
     return {}
 
 
-@post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData", opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")),
-      tags=["allocations"], status_code=200)
-async def accelerator_data(request: Request, alloc_id: str) -> dict:
-    principal = await user_or_task(request)
-    require_allocation(principal, alloc_id)
+@post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData",
+      opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
+async def accelerator_data(request: Request, alloc_id: AllocId,
+                           data: AcceleratorDataRequest | None = None) -> dict[str, Any]:
+    await _check_owner(runtime_of(request), principal_of(request), alloc_id)
     return {}
 
 
 @get("/api/v1/allocations/{alloc_id:str}/resources/{resources_id:str}/rendezvous",
      operation_id="AllocationRendezvousInfo", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
      tags=["allocations"])
-async def rendezvous(request: Request, alloc_id: str, resources_id: str) -> dict:
-    principal = await user_or_task(request)
-    require_allocation(principal, alloc_id)
+async def rendezvous(request: Request, alloc_id: AllocId,
+                     resources_id: Annotated[str, Parameter(max_length=255, pattern=NO_NUL)]) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         alloc = await session.get(Allocation, alloc_id)
     if alloc is None:

@@ -1,28 +1,42 @@
-"""Trial logs: NDJSON streamed with chunked encoding so `det trial logs -f` prints live."""
+"""Trial logs: NDJSON streamed with chunked encoding so `det trial logs -f` prints live.
+
+The stream reads a page (``PAGE`` lines, keyset on the line id) at a time, so memory and each
+database read stay bounded however long the log. Once the 200 is sent an error cannot change
+the status any more: a failure mid-stream ends it with one final ``{"error": ...}`` line (what
+Determined's streaming gateway sends) instead of a broken connection.
+"""
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
-
+import logging
 from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, get, post
+from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
-from sqlalchemy import select
+from sqlalchemy import Select, select
 
 from controlplane.common.timeutil import iso
-from controlplane.master.api.auth_guard import TaskPrincipal, current_user, runtime_of, user_or_task
-from controlplane.master.api.requests import expect_dict, field, parse_time, path_int, read_json
+from controlplane.master.api.auth_guard import principal_of, runtime_of
+from controlplane.master.api.paging_params import TrialId
+from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import TaskLog, Trial
-from controlplane.master.errors import BadRequest, Forbidden, NotFound
-from controlplane.master.services.logs import format_message, insert_rows
+from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services.logs import NO_NUL, PostTaskLogsRequest, format_message, post_task_logs
+from controlplane.master.services.paging import MAX_INT64
 from controlplane.state import trial as T
+
+log = logging.getLogger(__name__)
 
 PAGE = 1000
 _encoder = msgspec.json.Encoder()
 LEVELS = ["LOG_LEVEL_TRACE", "LOG_LEVEL_DEBUG", "LOG_LEVEL_INFO", "LOG_LEVEL_WARNING",
           "LOG_LEVEL_ERROR", "LOG_LEVEL_CRITICAL"]
+Order = Literal["ORDER_BY_ASC", "ORDER_BY_DESC", "ORDER_BY_UNSPECIFIED"]
+Filter = Annotated[list[str] | None, Parameter(max_items=64)]
 
 
 def _entry(row: TaskLog) -> dict:
@@ -38,56 +52,74 @@ def _line(row: TaskLog) -> bytes:
     return _encoder.encode({"result": _entry(row)}) + b"\n"
 
 
-@get("/api/v1/trials/{trial_id:str}/logs", operation_id="TrialLogs", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def trial_logs(request: Request, trial_id: str, follow: bool = False, limit: int = 0,
-                     orderBy: str = "ORDER_BY_ASC") -> Stream:  # noqa: N803
-    await current_user(request)
-    rt = runtime_of(request)
-    tid = path_int(trial_id, "trialId")
-    q = request.query_params
-    rank_ids = [path_int(r, "rankIds") for r in q.getall("rankIds", [])]
-    stdtypes = q.getall("stdtypes", [])
-    levels = q.getall("levels", [])
-    search = q.get("searchText")
+def _error_line(message: str) -> bytes:
+    return _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
+
+
+async def read_page(rt: MasterRuntime, stmt: Select, trial_id: int) -> tuple[list[TaskLog], str | None]:
+    """One page of lines and the trial's state (to know when a followed stream may end)."""
+    async with rt.sessions() as session:
+        rows = list((await session.scalars(stmt)).all())
+        state = await session.scalar(select(Trial.state).where(Trial.id == trial_id))
+    return rows, state
+
+
+def _check_filters(rank_ids: list[int], stdtypes: list[str], levels: list[str]) -> None:
+    if any(not 0 <= r <= 2**31 - 1 for r in rank_ids):
+        raise BadRequest("rankIds: each must be between 0 and 2147483647")
+    if any(len(s) > 16 or "\x00" in s for s in stdtypes):
+        raise BadRequest("stdtypes: each must be at most 16 characters, without NUL")
     if any(lv not in LEVELS for lv in levels):
         raise BadRequest(f"levels: must be among {', '.join(LEVELS)}")
-    if orderBy not in ("ORDER_BY_ASC", "ORDER_BY_DESC", "ORDER_BY_UNSPECIFIED"):
-        raise BadRequest("orderBy: must be ORDER_BY_ASC or ORDER_BY_DESC")
-    async with rt.sessions() as session:
-        if await session.get(Trial, tid) is None:
-            raise NotFound(f"trial {tid} not found")
 
-    def base_query():  # noqa: ANN202
-        stmt = select(TaskLog).where(TaskLog.trial_id == tid)
+
+@get("/api/v1/trials/{trial_id:int}/logs", operation_id="TrialLogs", opt=opt(Action.VIEW, ("trial", "trial_id")),
+     tags=["trials"], media_type="application/x-ndjson")
+async def trial_logs(
+    request: Request, trial_id: TrialId, follow: bool = False,
+    limit: Annotated[int, Parameter(ge=0, le=MAX_INT64, description="at most this many lines; 0: all")] = 0,
+    order_by: Annotated[Order, QueryParameter(name="orderBy")] = "ORDER_BY_ASC",
+    rank_ids: Annotated[list[int] | None, QueryParameter(name="rankIds", max_items=1024)] = None,
+    stdtypes: Filter = None,
+    levels: Filter = None,
+    search_text: Annotated[str | None, QueryParameter(name="searchText", max_length=1024, pattern=NO_NUL)] = None,
+) -> Stream:
+    """NDJSON lines ``{"result": v1TrialLogsResponse}``; ``follow`` keeps the stream open until the
+    trial ends; ``ORDER_BY_DESC`` gives the newest first (``--tail``) and is never followed."""
+    rt = runtime_of(request)
+    rank_ids, stdtypes, levels = rank_ids or [], stdtypes or [], levels or []
+    _check_filters(rank_ids, stdtypes, levels)
+    async with rt.sessions() as session:
+        if await session.get(Trial, trial_id) is None:
+            raise NotFound(f"trial {trial_id} not found")
+
+    def base_query() -> Select:
+        stmt = select(TaskLog).where(TaskLog.trial_id == trial_id)
         if rank_ids:
             stmt = stmt.where(TaskLog.rank_id.in_(rank_ids))
         if stdtypes:
             stmt = stmt.where(TaskLog.stdtype.in_(stdtypes))
         if levels:
             stmt = stmt.where(TaskLog.level.in_(levels))
-        if search:
-            stmt = stmt.where(TaskLog.log.contains(search))
+        if search_text:
+            stmt = stmt.where(TaskLog.log.contains(search_text, autoescape=True))
         return stmt
 
-    async def stream() -> AsyncIterator[bytes]:
-        descending = orderBy == "ORDER_BY_DESC"
+    descending = order_by == "ORDER_BY_DESC"
+
+    async def lines() -> AsyncIterator[bytes]:
         sent = 0
-        last_id = 0
-        if descending:  # --tail: the newest `limit` lines, newest first; never followed further
-            async with rt.sessions() as session:
-                stmt = base_query().order_by(TaskLog.id.desc())
-                if limit > 0:
-                    stmt = stmt.limit(limit)
-                rows = (await session.scalars(stmt)).all()
-            for row in rows:
-                yield _line(row)
-            return
+        last_id: int | None = None
         while True:
-            async with rt.sessions() as session:
-                page = PAGE if limit <= 0 else min(PAGE, limit - sent)
-                rows = (await session.scalars(
-                    base_query().where(TaskLog.id > last_id).order_by(TaskLog.id).limit(page))).all()
-                trial_state = await session.scalar(select(Trial.state).where(Trial.id == tid))
+            page = PAGE if limit <= 0 else min(PAGE, limit - sent)
+            stmt = base_query()
+            if descending:
+                if last_id is not None:
+                    stmt = stmt.where(TaskLog.id < last_id)
+                stmt = stmt.order_by(TaskLog.id.desc())
+            else:
+                stmt = stmt.where(TaskLog.id > (last_id or 0)).order_by(TaskLog.id)
+            rows, trial_state = await read_page(rt, stmt.limit(page), trial_id)
             for row in rows:
                 yield _line(row)
             sent += len(rows)
@@ -97,53 +129,31 @@ async def trial_logs(request: Request, trial_id: str, follow: bool = False, limi
                 return
             if len(rows) == page:
                 continue
-            if not follow or T.TRIAL.is_terminal(trial_state or T.COMPLETED):
-                if not follow or not rows:
+            if descending or not follow:
+                return
+            if T.TRIAL.is_terminal(trial_state or T.COMPLETED):
+                if not rows:
                     return
                 continue  # one more pass: lines may have landed with the final state
-            await rt.notifier.wait(("trial-logs", tid), timeout=1.0)
+            await rt.notifier.wait(("trial-logs", trial_id), timeout=1.0)
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in lines():
+                yield chunk
+        except Exception:  # noqa: BLE001 - the 200 is sent: end the stream with a line saying why
+            log.exception("trial %s log stream failed", trial_id)
+            yield _error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
 
     return Stream(stream(), media_type="application/x-ndjson")
 
 
-@post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"], status_code=200)
-async def post_task_logs(request: Request) -> dict:
+@post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"],
+      status_code=200)
+async def post_logs(request: Request, data: PostTaskLogsRequest) -> dict[str, Any]:
     """ship_logs.py's path (reference §4.5): a task sends its own lines."""
-    principal = await user_or_task(request)
-    rt = runtime_of(request)
-    body = expect_dict(await read_json(request), "body")
-    logs = field(body, "logs", [])
-    if not isinstance(logs, list):
-        raise BadRequest("logs: must be a list")
-    rows = []
-    for i, entry in enumerate(logs):
-        entry = expect_dict(entry, f"logs[{i}]")
-        alloc_id = field(entry, "allocationId", "")
-        if isinstance(principal, TaskPrincipal) and alloc_id and alloc_id != principal.allocation_id:
-            raise Forbidden(f"logs[{i}].allocation_id: not this token's allocation")
-        if isinstance(principal, TaskPrincipal) and field(entry, "taskId", "") not in ("", principal.task_id):
-            raise Forbidden(f"logs[{i}].taskId: not this token's task")
-        text = field(entry, "log", "")
-        if not isinstance(text, str):
-            raise BadRequest(f"logs[{i}].log: must be a string")
-        rows.append({
-            "task_id": field(entry, "taskId", "") or (principal.task_id if isinstance(principal, TaskPrincipal) else ""),
-            "trial_id": principal.trial_id if isinstance(principal, TaskPrincipal) else None,
-            "allocation_id": alloc_id, "agent_id": field(entry, "agentId", "") or "",
-            "rank_id": field(entry, "rankId"), "stdtype": field(entry, "stdtype", "stdout") or "stdout",
-            "level": field(entry, "level") or "LOG_LEVEL_INFO", "source": field(entry, "source", "task") or "task",
-            "timestamp": parse_time(field(entry, "timestamp"), f"logs[{i}].timestamp") or _now(),
-            "log": text if text.endswith("\n") else text + "\n",
-        })
-    if rows:
-        await insert_rows(rt, rows, principal.trial_id if isinstance(principal, TaskPrincipal) else None)
+    await post_task_logs(runtime_of(request), principal_of(request), data)
     return {}
 
 
-def _now():  # noqa: ANN202
-    from controlplane.common.timeutil import utcnow
-
-    return utcnow()
-
-
-ROUTES = [trial_logs, post_task_logs]
+ROUTES = [trial_logs, post_logs]

@@ -1,190 +1,205 @@
-"""Trial metrics, progress and runner state: what training code reports, what the CLI reads."""
+"""Trial metrics, progress and runner state: what training code reports, what the CLI reads.
+
+Bodies are msgspec Structs decoded by Litestar (Determined's camelCase wire format); writes go
+through ``services/fencing.py`` inside their transaction; reads page (``services/paging.py``).
+"""
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
+from typing import Annotated, Any, Literal
 
+import msgspec
 from litestar import Request, get, post
-from sqlalchemy import select, update
+from litestar.params import Parameter
+from sqlalchemy import func, select
 
-from controlplane.common.timeutil import iso
-from controlplane.master.api.auth_guard import require_trial, runtime_of, user_or_task
-from controlplane.master.api.requests import field, path_int, read_json
-from controlplane.master.api.serializers import pagination
-from controlplane.master.db.models import Checkpoint, Experiment, Trial
-from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.api.auth_guard import principal_of, require_trial, runtime_of
+from controlplane.master.api.paging_params import Cursor, ExperimentId, Limit, Offset, TrialId
+from controlplane.master.authz import Action, opt, require_owner
+from controlplane.master.db.models import Experiment, Trial
+from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.principals import TaskPrincipal
+from controlplane.master.services import fencing
 from controlplane.master.services import metrics as svc
+from controlplane.master.services.workloads import WorkloadsPage, trial_workloads
 
-EARLY_EXIT_REASONS = {"EXITED_REASON_UNSPECIFIED", "EXITED_REASON_INVALID_HP",
-                      "EXITED_REASON_INIT_INVALID_HP", "EXITED_REASON_USER_REQUESTED_STOP"}
-
-
-async def _authorized_trial(request: Request, trial_id: str) -> int:
-    principal = await user_or_task(request)
-    tid = path_int(trial_id, "trialId")
-    require_trial(principal, tid)
-    return tid
+EarlyExitReason = Literal["EXITED_REASON_UNSPECIFIED", "EXITED_REASON_INVALID_HP",
+                          "EXITED_REASON_INIT_INVALID_HP", "EXITED_REASON_USER_REQUESTED_STOP"]
+GroupQuery = Annotated[str | None, Parameter(min_length=1, max_length=64, pattern=r"^[^.\x00]+$",
+                                             description="only this group (training, validation, ...)")]
 
 
-@post("/api/v1/trials/{trial_id:str}/metrics", operation_id="ReportTrialMetrics", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
+class ProgressRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ReportTrialProgress body."""
+
+    progress: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    is_raw: bool = False
+    trial_id: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+
+
+class RunnerMetadataRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1TrialRunnerMetadata (what the harness is doing: "training", ...)."""
+
+    state: Annotated[str, msgspec.Meta(max_length=1024, pattern=svc.NO_NUL)] = ""
+
+
+class EarlyExit(msgspec.Struct, rename="camel", kw_only=True):
+    reason: EarlyExitReason
+
+
+class EarlyExitRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1TrialEarlyExit ``{"reason": ...}``; older clients wrap it in ``earlyExit``."""
+
+    reason: EarlyExitReason | None = None
+    early_exit: EarlyExit | None = None
+
+
+class StartRunRequest(msgspec.Struct, rename="camel", kw_only=True):
+    run_id: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    checkpoint_storage: dict[str, Any] | None = None
+
+
+class StartRunResponse(msgspec.Struct, rename="camel", kw_only=True):
+    storage_id: int | None = None
+
+
+class RunMetadataResponse(msgspec.Struct, rename="camel", kw_only=True):
+    metadata: dict[str, Any]
+
+
+class BestValidationResponse(msgspec.Struct, rename="camel", kw_only=True):
+    metric: float
+
+
+REPORT = opt(Action.TASK_REPORT, ("trial", "trial_id"))
+
+
+@post("/api/v1/trials/{trial_id:int}/metrics", operation_id="ReportTrialMetrics", opt=REPORT, tags=["trials"],
       status_code=200)
-async def report_metrics(request: Request, trial_id: str) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    report = svc.parse_single(await read_json(request))
-    await svc.store_reports(runtime_of(request), tid, [report])
+async def report_metrics(request: Request, trial_id: TrialId, data: svc.ReportTrialMetricsRequest) -> dict[str, Any]:
+    report = svc.single_report(data)
+    await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
     return {}
 
 
-@post("/api/v1/trials/{trial_id:str}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
-      status_code=200)
-async def report_metrics_batch(request: Request, trial_id: str) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    reports = svc.parse_batch(await read_json(request))
-    await svc.store_reports(runtime_of(request), tid, reports)
-    return {}
-
-
-def _legacy(group: str, body_key: str, operation_id: str):  # noqa: ANN202
-    """Determined's older per-group endpoints: {"trainingMetrics": {...}} / {"validationMetrics": {...}}."""
-
-    @post(f"/api/v1/trials/{{trial_id:str}}/{group}_metrics", operation_id=operation_id, tags=["trials"],
-          opt=opt(Action.TASK_REPORT, ("trial", "trial_id")),
-          status_code=200, name=f"legacy-{group}-metrics")
-    async def handler(request: Request, trial_id: str) -> dict:
-        tid = await _authorized_trial(request, trial_id)
-        body = await read_json(request)
-        inner = field(body, body_key) if isinstance(body, dict) else None
-        if not isinstance(inner, dict):
-            raise BadRequest(f"{body_key}: required (an object)")
-        report = svc.parse_report({**inner, "group": group}, body_key)
-        await svc.store_reports(runtime_of(request), tid, [report])
-        return {}
-
-    return handler
-
-
-report_training = _legacy("training", "trainingMetrics", "ReportTrialTrainingMetrics")
-report_validation = _legacy("validation", "validationMetrics", "ReportTrialValidationMetrics")
-
-
-@get("/api/v1/trials/{trial_id:str}/metrics", operation_id="GetTrialMetrics", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def get_metrics(request: Request, trial_id: str, group: str | None = None) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    rows = await svc.trial_metrics(runtime_of(request), tid, group)
-    return {"metrics": [{"group": m.group, "stepsCompleted": m.steps_completed, "trialRunId": m.trial_run_id,
-                         "reportTime": iso(m.report_time), "metrics": m.metrics} for m in rows]}
-
-
-@get("/api/v1/trials/{trial_id:str}/workloads", operation_id="GetTrialWorkloads", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def workloads(request: Request, trial_id: str, offset: int = 0, limit: int = 0) -> dict:
-    """Training, validation and checkpoint rows in step order (what `det e describe` merges)."""
-    tid = await _authorized_trial(request, trial_id)
-    rt = runtime_of(request)
-    rows = await svc.trial_metrics(rt, tid, None)
-    async with rt.sessions() as session:
-        ckpts = (await session.scalars(select(Checkpoint).where(Checkpoint.trial_id == tid))).all()
-    items: list[tuple[int, int, dict]] = []
-    for m in rows:
-        kind = m.group if m.group in ("training", "validation") else None
-        if kind is None:
-            continue
-        items.append((m.steps_completed, 0 if kind == "training" else 1, {kind: {
-            "totalBatches": m.steps_completed, "numInputs": 0, "endTime": iso(m.report_time),
-            "metrics": {"avgMetrics": m.metrics, "batchMetrics": m.batch_metrics}}}))
-    for c in ckpts:
-        items.append((c.steps_completed, 2, {"checkpoint": {
-            "totalBatches": c.steps_completed, "state": c.state, "uuid": c.uuid, "endTime": iso(c.report_time),
-            "resources": {k: str(v) for k, v in (c.resources or {}).items()}, "metadata": c.metadata_}}))
-    items.sort(key=lambda x: (x[0], x[1]))
-    total = len(items)
-    page = items[offset:offset + limit] if limit > 0 else items[offset:]
-    return {"workloads": [w for _, _, w in page], "pagination": pagination(offset, limit, total, len(page))}
-
-
-@post("/api/v1/trials/{trial_id:str}/progress", operation_id="ReportTrialProgress", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
-      status_code=200)
-async def report_progress(request: Request, trial_id: str) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    body = await read_json(request)
-    value = field(body, "progress") if isinstance(body, dict) else body
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise BadRequest(f"progress: must be a number between 0 and 1, got {value!r}")
-    async with runtime_of(request).sessions.begin() as session:
-        result = await session.execute(update(Trial).where(Trial.id == tid).values(progress=float(value)))
-        if result.rowcount == 0:
-            raise NotFound(f"trial {tid} not found")
-    return {}
-
-
-@post("/api/v1/trials/{trial_id:str}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")),
+@post("/api/v1/trials/{trial_id:int}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=REPORT,
       tags=["trials"], status_code=200)
-async def runner_metadata(request: Request, trial_id: str) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    body = await read_json(request)
-    state = field(body, "state", "") if isinstance(body, dict) else ""
-    if not isinstance(state, str):
-        raise BadRequest(f"state: must be a string, got {state!r}")
-    async with runtime_of(request).sessions.begin() as session:
-        await session.execute(update(Trial).where(Trial.id == tid).values(runner_state=state[:64]))
+async def report_metrics_batch(request: Request, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
+    await svc.store_reports(runtime_of(request), principal_of(request), trial_id, svc.batch_reports(data))
     return {}
 
 
-@post("/api/v1/trials/{trial_id:str}/early_exit", operation_id="ReportTrialEarlyExit", opt=opt(Action.TASK_REPORT, ("trial", "trial_id")), tags=["trials"],
+@post("/api/v1/trials/{trial_id:int}/training_metrics", operation_id="ReportTrialTrainingMetrics", opt=REPORT,
+      tags=["trials"], status_code=200)
+async def report_training(request: Request, trial_id: TrialId, data: svc.TrainingMetricsRequest) -> dict[str, Any]:
+    """Determined's older per-group endpoint: ``{"trainingMetrics": v1TrialMetrics}``."""
+    report = svc.to_report(data.training_metrics, "training", "trainingMetrics")
+    await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
+    return {}
+
+
+@post("/api/v1/trials/{trial_id:int}/validation_metrics", operation_id="ReportTrialValidationMetrics", opt=REPORT,
+      tags=["trials"], status_code=200)
+async def report_validation(request: Request, trial_id: TrialId,
+                            data: svc.ValidationMetricsRequest) -> dict[str, Any]:
+    """Determined's older per-group endpoint: ``{"validationMetrics": v1TrialMetrics}``."""
+    report = svc.to_report(data.validation_metrics, "validation", "validationMetrics")
+    await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
+    return {}
+
+
+@get("/api/v1/trials/{trial_id:int}/metrics", operation_id="GetTrialMetrics", opt=opt(Action.VIEW, ("trial", "trial_id")),
+     tags=["trials"])
+async def get_metrics(request: Request, trial_id: TrialId, group: GroupQuery = None, limit: Limit = 1000,
+                      offset: Offset = 0, cursor: Cursor = None) -> svc.MetricsPage:
+    """A page of the trial's reports, in (group, step) order or step order within ``group``;
+    follow ``nextCursor`` for the next page."""
+    async with runtime_of(request).sessions() as session:
+        return await svc.trial_metrics(session, trial_id, group, limit=limit, offset=offset, cursor=cursor)
+
+
+@get("/api/v1/trials/{trial_id:int}/workloads", operation_id="GetTrialWorkloads",
+     opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
+async def workloads(request: Request, trial_id: TrialId, limit: Limit = 1000, offset: Offset = 0,
+                    cursor: Cursor = None) -> WorkloadsPage:
+    """Training, validation and checkpoint rows in step order (what `det e describe` merges), paged."""
+    async with runtime_of(request).sessions() as session:
+        return await trial_workloads(session, trial_id, limit=limit, offset=offset, cursor=cursor)
+
+
+@post("/api/v1/trials/{trial_id:int}/progress", operation_id="ReportTrialProgress", opt=REPORT, tags=["trials"],
       status_code=200)
-async def early_exit(request: Request, trial_id: str) -> dict:
-    tid = await _authorized_trial(request, trial_id)
-    body = await read_json(request)
-    reason = field(body, "reason") if isinstance(body, dict) else None
-    if isinstance(reason, dict):  # {"earlyExit": {"reason": ...}} from older clients
-        reason = reason.get("reason")
-    if reason not in EARLY_EXIT_REASONS:
-        raise BadRequest(f"reason: must be one of {', '.join(sorted(EARLY_EXIT_REASONS))}, got {reason!r}")
+async def report_progress(request: Request, trial_id: TrialId, data: ProgressRequest) -> dict[str, Any]:
     async with runtime_of(request).sessions.begin() as session:
-        trial = await session.get(Trial, tid)
-        if trial is None:
-            raise NotFound(f"trial {tid} not found")
-        if trial.exit_reason:
-            raise BadRequest(f"trial {tid} already reported an early exit")
-        trial.exit_reason = reason
+        await fencing.update_trial(session, principal_of(request), trial_id, {"progress": data.progress})
     return {}
 
 
-@get("/api/v1/experiments/{exp_id:str}/searcher/best_searcher_validation_metric",
+@post("/api/v1/trials/{trial_id:int}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=REPORT,
+      tags=["trials"], status_code=200)
+async def runner_metadata(request: Request, trial_id: TrialId, data: RunnerMetadataRequest) -> dict[str, Any]:
+    async with runtime_of(request).sessions.begin() as session:
+        await fencing.update_trial(session, principal_of(request), trial_id, {"runner_state": data.state[:64]})
+    return {}
+
+
+@post("/api/v1/trials/{trial_id:int}/early_exit", operation_id="ReportTrialEarlyExit", opt=REPORT, tags=["trials"],
+      status_code=200)
+async def early_exit(request: Request, trial_id: TrialId, data: EarlyExitRequest) -> dict[str, Any]:
+    """Once per trial; the same reason again is a no-op (a retried request), another one a 409."""
+    reason = data.reason or (data.early_exit.reason if data.early_exit else None)
+    if reason is None:
+        raise BadRequest("reason: required")
+    async with runtime_of(request).sessions.begin() as session:
+        await fencing.update_trial(session, principal_of(request), trial_id,
+                                   {"exit_reason": func.coalesce(Trial.exit_reason, reason)})
+        stored = await session.scalar(select(Trial.exit_reason).where(Trial.id == trial_id))
+        if stored != reason:
+            raise Conflict(f"trial {trial_id} already reported early exit {stored}")
+    return {}
+
+
+@get("/api/v1/experiments/{exp_id:int}/searcher/best_searcher_validation_metric",
      operation_id="GetBestSearcherValidationMetric", opt=opt(Action.VIEW, "body"), tags=["experiments"])
-async def best_validation(request: Request, exp_id: str) -> dict:
-    await user_or_task(request)
-    eid = path_int(exp_id, "experimentId")
+async def best_validation(request: Request, exp_id: ExperimentId) -> BestValidationResponse:
+    principal = principal_of(request)
     async with runtime_of(request).sessions() as session:
-        exp = await session.get(Experiment, eid)
+        if isinstance(principal, TaskPrincipal):  # a task reads its own experiment only
+            own = await session.scalar(select(Trial.experiment_id).where(Trial.id == principal.trial_id))
+            if own != exp_id:
+                raise Forbidden(f"this allocation token is not valid for experiment {exp_id}")
+        exp = await session.get(Experiment, exp_id)
         if exp is None:
-            raise NotFound(f"experiment {eid} not found")
+            raise NotFound(f"experiment {exp_id} not found")
         smaller = bool((exp.config.get("searcher") or {}).get("smaller_is_better", True))
-        values = [v for v in (await session.scalars(select(Trial.searcher_metric_value).where(
-            Trial.experiment_id == eid, Trial.searcher_metric_value.is_not(None)))).all()]
-    if not values:
-        raise NotFound(f"experiment {eid} has no validation metric yet")
-    return {"metric": min(values) if smaller else max(values)}
+        best = (func.min if smaller else func.max)(Trial.searcher_metric_value)
+        value = await session.scalar(select(best).where(Trial.experiment_id == exp_id))
+    if value is None:
+        raise NotFound(f"experiment {exp_id} has no validation metric yet")
+    return BestValidationResponse(metric=value)
 
 
-@post("/api/v1/runs/start", operation_id="StartRun", opt=opt(Action.TASK_REPORT, "body"), tags=["runs"], status_code=200)
-async def start_run(request: Request) -> dict:
-    principal = await user_or_task(request)
-    body = await read_json(request)
-    run_id = field(body, "runId") if isinstance(body, dict) else None
-    if not isinstance(run_id, int):
-        raise BadRequest(f"runId: must be an integer, got {run_id!r}")
-    require_trial(principal, run_id)
-    return {"storageId": None}
-
-
-@get("/api/v1/runs/{run_id:str}/metadata", operation_id="GetRunMetadata", opt=opt(Action.VIEW, "body"), tags=["runs"])
-async def get_run_metadata(request: Request, run_id: str) -> dict:
-    tid = await _authorized_trial(request, run_id)
+@post("/api/v1/runs/start", operation_id="StartRun", opt=opt(Action.TASK_REPORT, "body"), tags=["runs"],
+      status_code=200)
+async def start_run(request: Request, data: StartRunRequest) -> StartRunResponse:
+    principal = principal_of(request)
+    require_trial(principal, data.run_id)
     async with runtime_of(request).sessions() as session:
-        if await session.get(Trial, tid) is None:
-            raise NotFound(f"run {tid} not found")
-    return {"metadata": {}}
+        owner = await session.scalar(select(Experiment.owner_id).join(Trial, Trial.experiment_id == Experiment.id)
+                                     .where(Trial.id == data.run_id))
+    if owner is None:
+        raise NotFound(f"run {data.run_id} not found")
+    require_owner(principal, Action.TASK_REPORT, owner, f"run {data.run_id}")
+    return StartRunResponse()
 
+
+@get("/api/v1/runs/{run_id:int}/metadata", operation_id="GetRunMetadata", opt=opt(Action.VIEW, "body"), tags=["runs"])
+async def get_run_metadata(request: Request, run_id: TrialId) -> RunMetadataResponse:
+    require_trial(principal_of(request), run_id)
+    async with runtime_of(request).sessions() as session:
+        if await session.get(Trial, run_id) is None:
+            raise NotFound(f"run {run_id} not found")
+    return RunMetadataResponse(metadata={})
 
 ROUTES = [report_metrics, report_metrics_batch, report_training, report_validation, get_metrics, workloads,
           report_progress, runner_metadata, early_exit, best_validation, start_run, get_run_metadata]

@@ -1,14 +1,61 @@
-"""Task logs: stored per line, looked up per trial, formatted as Determined prints them."""
+"""Task logs: stored per line, looked up per trial, formatted as Determined prints them.
+
+Lines come from agents (their WebSocket) and from tasks themselves (``POST /api/v1/task/logs``,
+body ``PostTaskLogsRequest``). A task writes only under its own task and allocation, only while
+it is its trial's current run (checked in the inserting transaction, ``services/fencing.py``); a
+user writes only for trials they own. PostgreSQL text cannot hold NUL, which a process may well
+print: NUL characters in log text are stored as U+FFFD (the replacement character) on every
+database, so a line is never lost or refused for them.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Annotated
 
+import msgspec
 from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from controlplane.master.db.models import Allocation, TaskLog
+from controlplane.common.timeutil import utcnow
+from controlplane.master.authz import Action, require_owner
+from controlplane.master.db.models import Allocation, Experiment, TaskLog, Trial
+from controlplane.master.errors import Forbidden, NotFound
+from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import fencing
 from controlplane.wire import agent_protocol as wire
+
+NO_NUL = r"^[^\x00]*$"
+MAX_LINES_PER_POST = 10_000
+MAX_LINE_CHARS = 1 << 20
+
+
+Text16 = Annotated[str, msgspec.Meta(max_length=16, pattern=NO_NUL)]
+Text32 = Annotated[str, msgspec.Meta(max_length=32, pattern=NO_NUL)]
+Text160 = Annotated[str, msgspec.Meta(max_length=160, pattern=NO_NUL)]
+Text255 = Annotated[str, msgspec.Meta(max_length=255, pattern=NO_NUL)]
+
+
+class TaskLogEntry(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1TaskLog as a task posts it."""
+
+    log: Annotated[str, msgspec.Meta(max_length=MAX_LINE_CHARS)]
+    task_id: Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=NO_NUL)] | None = None
+    allocation_id: Text160 | None = None
+    timestamp: datetime | None = None
+    level: Text32 | None = None
+    stdtype: Text16 | None = None
+    source: Text32 | None = None
+    agent_id: Text255 | None = None
+    container_id: Text255 | None = None
+    rank_id: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    id: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | None = None  # assigned by the master; ignored
+
+
+class PostTaskLogsRequest(msgspec.Struct, rename="camel", kw_only=True):
+    logs: Annotated[list[TaskLogEntry], msgspec.Meta(max_length=MAX_LINES_PER_POST)]
+
 
 _alloc_cache: dict[str, tuple[str, int | None]] = {}  # allocation id -> (task id, trial id); never changes
 
@@ -43,10 +90,75 @@ async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs
     await insert_rows(rt, rows, trial_id)
 
 
+def _clean(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        text = row["log"]
+        if "\x00" in text:
+            row["log"] = text.replace("\x00", "\ufffd")
+    return rows
+
+
 async def insert_rows(rt: MasterRuntime, rows: list[dict], trial_id: int | None) -> None:
     async with rt.sessions.begin() as session:
-        await session.execute(insert(TaskLog), rows)
+        await session.execute(insert(TaskLog), _clean(rows))
     if trial_id is not None:
+        rt.notifier.notify(("trial-logs", trial_id))
+
+
+async def _trial_of_task(session: AsyncSession, principal: Principal, task_id: str, where: str) -> int:
+    """A user posting lines for ``task_id``: the task's trial, which they must own."""
+    row = (await session.execute(select(Trial.id, Experiment.owner_id)
+                                 .join(Experiment, Experiment.id == Trial.experiment_id)
+                                 .where(Trial.task_id == task_id))).first()
+    if row is None:
+        raise NotFound(f"{where}.taskId: task {task_id} not found")
+    require_owner(principal, Action.TASK_REPORT, row[1], f"task {task_id}")
+    return row[0]
+
+
+async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTaskLogsRequest) -> None:
+    """Stores a task's lines once every one is its own (403 naming the first that is not)."""
+    if not body.logs:
+        return
+    task = principal if isinstance(principal, TaskPrincipal) else None
+    now = utcnow()
+    rows: list[dict] = []
+    trials: set[int] = set()
+    async with rt.sessions.begin() as session:
+        user_trials: dict[str, int] = {}
+        for i, e in enumerate(body.logs):
+            where = f"logs[{i}]"
+            if task is not None:
+                if e.task_id is not None and e.task_id != task.task_id:
+                    raise Forbidden(f"{where}.taskId: this allocation token is not valid for task {e.task_id}")
+                if e.allocation_id and e.allocation_id != task.allocation_id:
+                    raise Forbidden(f"{where}.allocationId: this allocation token is not valid for "
+                                    f"allocation {e.allocation_id}")
+                task_id, trial_id, alloc_id = task.task_id, task.trial_id, task.allocation_id
+            else:
+                if e.task_id is None:
+                    raise Forbidden(f"{where}.taskId: required with a user token")
+                task_id, alloc_id = e.task_id, e.allocation_id or ""
+                if task_id not in user_trials:
+                    user_trials[task_id] = await _trial_of_task(session, principal, task_id, where)
+                trial_id = user_trials[task_id]
+            if trial_id is not None:
+                trials.add(trial_id)
+            when = e.timestamp or now
+            rows.append({
+                "task_id": task_id, "trial_id": trial_id, "allocation_id": alloc_id,
+                "agent_id": e.agent_id or "", "rank_id": e.rank_id, "stdtype": e.stdtype or "stdout",
+                "level": e.level or "LOG_LEVEL_INFO", "source": e.source or "task",
+                "timestamp": when if when.tzinfo else when.replace(tzinfo=timezone.utc),
+                "log": e.log if e.log.endswith("\n") else e.log + "\n",
+            })
+        if task is not None:  # fenced: only the trial's current, live run writes
+            if task.trial_id is not None:
+                await fencing.hold_trial(session, task, task.trial_id)
+            else:
+                await fencing.hold_allocation(session, task)
+        await session.execute(insert(TaskLog), _clean(rows))
+    for trial_id in trials:
         rt.notifier.notify(("trial-logs", trial_id))
 
 

@@ -1,87 +1,140 @@
 """Metric reports: validated in full, stored in one transaction, then shown to the searcher.
 
-A report that got a 200 is committed (the transaction ends before the response), so it
-survives a master crash. Validation happens before any row is written: a malformed report
-rejects its whole batch and nothing of it is stored.
+The request shapes are msgspec Structs in Determined's wire format (``v1TrialMetrics``), decoded
+once at the API edge; values are arbitrary JSON, with NaN/±Inf as the strings of
+``controlplane.common.floats``. A report that got a 200 is committed (the transaction ends
+before the response), so it survives a master crash. Validation happens before any row is
+written: a malformed report rejects its whole batch and nothing of it is stored. The write is
+fenced (``services/fencing.py``): a task's superseded run, or a user who does not own the trial,
+stores nothing.
+
+Reads page (``services/paging.py``): rows come in (group, step, id) order, or (step, id) order
+within one group, each page an indexed range read.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timezone
+from typing import Annotated, Any
 
-from sqlalchemy import case, select, update
+import msgspec
+from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
-from controlplane.common.timeutil import utcnow
-from controlplane.master.api.requests import expect_dict, expect_int, field, parse_time
+from controlplane.common.timeutil import iso, utcnow
 from controlplane.master.db.models import Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import fencing
+from controlplane.master.services.paging import (MAX_INT64, Pagination, decode_cursor, encode_cursor,
+                                                 one_of_offset_or_cursor, page_size, pagination)
 from controlplane.searchers.base import uses_validations as searcher_uses_validations
 
 MAX_REPORTS_PER_BATCH = 100_000
+MAX_VALUE_DEPTH = 32  # nesting of one metric value (lists of lists ...)
+NO_NUL = r"^[^\x00]*$"
+
+Steps = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)]
+RunId = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
+GroupName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[^.\x00]+$",
+                                        description="training, validation or another name without '.'")]
+MetricName = Annotated[str, msgspec.Meta(max_length=1024, pattern=NO_NUL)]
+
+
+class MetricValues(msgspec.Struct, rename="camel", kw_only=True):
+    avg_metrics: dict[MetricName, Any]
+    batch_metrics: list[Any] | None = None
+
+
+class TrialMetrics(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1TrialMetrics``."""
+
+    steps_completed: Steps
+    metrics: MetricValues
+    trial_id: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None = None
+    trial_run_id: RunId | None = None
+    report_time: datetime | None = None
+    group: GroupName | None = None  # ours: a report may name its group inside
+
+
+class BatchReport(TrialMetrics, kw_only=True):
+    group: GroupName
+
+
+class ReportTrialMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``POST /api/v1/trials/{id}/metrics`` (Determined's ReportTrialMetrics)."""
+
+    metrics: TrialMetrics
+    group: GroupName | None = None  # or inside ``metrics``
+
+
+class ReportBatchRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``POST /api/v1/trials/{id}/metrics/batch``: many reports, stored all or none."""
+
+    reports: Annotated[list[BatchReport], msgspec.Meta(max_length=MAX_REPORTS_PER_BATCH)]
+
+
+class TrainingMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
+    training_metrics: TrialMetrics
+
+
+class ValidationMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
+    validation_metrics: TrialMetrics
 
 
 @dataclass(frozen=True)
 class Report:
     group: str
     steps_completed: int
-    trial_run_id: int
+    trial_run_id: int | None
     report_time: datetime | None
     avg_metrics: dict
     batch_metrics: list | None
 
 
-def _check_values(metrics: dict, where: str) -> dict:
-    for key, value in metrics.items():
+def _depth_ok(value: Any, depth: int) -> bool:
+    if isinstance(value, (list, dict)):
+        if depth >= MAX_VALUE_DEPTH:
+            return False
+        items = value.values() if isinstance(value, dict) else value
+        return all(_depth_ok(v, depth + 1) for v in items)
+    return True
+
+
+def to_report(m: TrialMetrics, group: str, where: str) -> Report:
+    """One decoded report, checked beyond its types: values are not objects, validations not null."""
+    avg = m.metrics.avg_metrics
+    for key, value in avg.items():
         if isinstance(value, dict):
-            raise BadRequest(f"{where}.{key}: a metric value must be a number, string, boolean or list, "
-                             "not an object")
-    return encode_nonfinite(metrics)
-
-
-def parse_report(raw: Any, where: str) -> Report:
-    """One report: {group, stepsCompleted, trialRunId, reportTime, metrics: {avgMetrics, batchMetrics}}."""
-    raw = expect_dict(raw, where)
-    group = field(raw, "group")
-    if not isinstance(group, str) or not group or "." in group:
-        raise BadRequest(f"{where}.group: must be a non-empty name without '.', got {group!r}")
-    steps = expect_int(field(raw, "stepsCompleted"), f"{where}.stepsCompleted", minimum=0)
-    run_id = field(raw, "trialRunId", 0)
-    run_id = 0 if run_id is None else expect_int(run_id, f"{where}.trialRunId", minimum=0)
-    body = expect_dict(field(raw, "metrics"), f"{where}.metrics")
-    avg = expect_dict(field(body, "avgMetrics"), f"{where}.metrics.avgMetrics")
-    batch = field(body, "batchMetrics")
-    if batch is not None and not isinstance(batch, list):
-        raise BadRequest(f"{where}.metrics.batchMetrics: must be a list or null")
-    if group == "validation":
-        for key, value in avg.items():
-            if value is None:
-                raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a validation metric cannot be null")
-    return Report(group, steps, run_id, parse_time(field(raw, "reportTime"), f"{where}.reportTime"),
-                  _check_values(avg, f"{where}.metrics.avgMetrics"),
+            raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a metric value must be a number, string, "
+                             "boolean or list, not an object")
+        if value is None and group == "validation":
+            raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a validation metric cannot be null")
+        if not _depth_ok(value, 1):
+            raise BadRequest(f"{where}.metrics.avgMetrics.{key}: nested deeper than {MAX_VALUE_DEPTH} levels")
+    batch = m.metrics.batch_metrics
+    if batch is not None and not _depth_ok(batch, 0):
+        raise BadRequest(f"{where}.metrics.batchMetrics: nested deeper than {MAX_VALUE_DEPTH} levels")
+    when = m.report_time
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return Report(group, m.steps_completed, m.trial_run_id, when, encode_nonfinite(avg),
                   encode_nonfinite(batch) if batch is not None else None)
 
 
-def parse_single(body: Any) -> Report:
-    """POST /api/v1/trials/{id}/metrics: {group, metrics: {trialId, stepsCompleted, ..., metrics}}."""
-    body = expect_dict(body, "body")
-    inner = dict(expect_dict(field(body, "metrics"), "metrics"))
-    inner.setdefault("group", field(body, "group"))
-    return parse_report(inner, "metrics")
+def single_report(body: ReportTrialMetricsRequest) -> Report:
+    group = body.group or body.metrics.group
+    if group is None:
+        raise BadRequest("group: required (training, validation, ...)")
+    return to_report(body.metrics, group, "metrics")
 
 
-def parse_batch(body: Any) -> list[Report]:
-    body = expect_dict(body, "body")
-    reports = field(body, "reports")
-    if not isinstance(reports, list):
-        raise BadRequest("reports: required (a list of metric reports)")
-    if len(reports) > MAX_REPORTS_PER_BATCH:
-        raise BadRequest(f"reports: at most {MAX_REPORTS_PER_BATCH} per call, got {len(reports)}")
-    return [parse_report(r, f"reports[{i}]") for i, r in enumerate(reports)]
+def batch_reports(body: ReportBatchRequest) -> list[Report]:
+    return [to_report(r, r.group, f"reports[{i}]") for i, r in enumerate(body.reports)]
 
 
 def _searcher_value(metrics: dict, name: str) -> float | None:
@@ -95,7 +148,7 @@ def _searcher_value(metrics: dict, name: str) -> float | None:
 _searcher_of_trial: dict[int, tuple[str, str, bool]] = {}
 
 
-async def _searcher_settings(session, trial_id: int) -> tuple[str, str, bool]:  # noqa: ANN001
+async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str, str, bool]:
     hit = _searcher_of_trial.get(trial_id)
     if hit is None:
         config = await session.scalar(select(Experiment.config).join(Trial, Trial.experiment_id == Experiment.id)
@@ -107,7 +160,7 @@ async def _searcher_settings(session, trial_id: int) -> tuple[str, str, bool]:  
     return hit
 
 
-def _insert_ignoring_repeats(session):  # noqa: ANN001, ANN202
+def _insert_ignoring_repeats(session: AsyncSession):  # noqa: ANN202
     if session.bind.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
@@ -116,15 +169,28 @@ def _insert_ignoring_repeats(session):  # noqa: ANN001, ANN202
         index_elements=["trial_id", "trial_run_id", "metric_group", "steps_completed"])
 
 
-async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report]) -> None:
-    """Stores every report atomically, then tells the searcher about new validations."""
+def _run_id(principal: Principal, reports: list[Report]) -> int:
+    """The run the reports belong to: a task's own run (a report naming another is refused)."""
+    if isinstance(principal, TaskPrincipal):
+        for i, r in enumerate(reports):
+            if r.trial_run_id not in (None, principal.run_id):
+                raise BadRequest(f"reports[{i}].trialRunId: this allocation is run {principal.run_id}, "
+                                 f"not run {r.trial_run_id}")
+        return principal.run_id
+    return 0
+
+
+async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, reports: list[Report]) -> None:
+    """Stores every report atomically (if ``principal`` may write into the trial now), then tells
+    the searcher about new validations. The one path every metric report takes."""
     if not reports:
         return
     now = utcnow()
+    default_run = _run_id(principal, reports)
     rows = [{
-        "trial_id": trial_id, "trial_run_id": r.trial_run_id, "group": r.group,
-        "steps_completed": r.steps_completed, "metrics": r.avg_metrics, "batch_metrics": r.batch_metrics,
-        "report_time": r.report_time or now,
+        "trial_id": trial_id, "trial_run_id": default_run if r.trial_run_id is None else r.trial_run_id,
+        "group": r.group, "steps_completed": r.steps_completed, "metrics": r.avg_metrics,
+        "batch_metrics": r.batch_metrics, "report_time": r.report_time or now,
     } for r in reports]
     async with rt.sessions() as session:
         searcher_name, metric_name, smaller = await _searcher_settings(session, trial_id)
@@ -142,19 +208,71 @@ async def store_reports(rt: MasterRuntime, trial_id: int, reports: list[Report])
         values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
                                                else_=Trial.searcher_metric_value)
     async with rt.sessions.begin() as session:
+        # The fenced UPDATE comes first: it computes the new maxima in SQL (no read-modify-write
+        # race between reports) and holds the trial row until the metric rows commit with it.
+        await fencing.update_trial(session, principal, trial_id, values)
         await session.execute(_insert_ignoring_repeats(session), rows)
-        # One UPDATE computes the new maxima in SQL: no read-modify-write race between reports.
-        await session.execute(update(Trial).where(Trial.id == trial_id).values(**values))
     if validations and searcher_uses_validations(searcher_name):
         for value, steps in validations:
             await rt.orchestrator.validation_reported(trial_id, value, steps)
 
 
-async def trial_metrics(rt: MasterRuntime, trial_id: int, group: str | None) -> list[Metric]:
-    async with rt.sessions() as session:
-        if await session.get(Trial, trial_id) is None:
-            raise NotFound(f"trial {trial_id} not found")
-        q = select(Metric).where(Metric.trial_id == trial_id)
-        if group:
-            q = q.where(Metric.group == group)
-        return list((await session.scalars(q.order_by(Metric.steps_completed, Metric.id))).all())
+# ---- reads -------------------------------------------------------------------------------------
+
+
+class MetricRow(msgspec.Struct, rename="camel", kw_only=True):
+    group: str
+    steps_completed: int
+    trial_run_id: int
+    report_time: str | None
+    metrics: dict[str, Any]
+
+
+class MetricsPage(msgspec.Struct, rename="camel", kw_only=True):
+    metrics: list[MetricRow]
+    pagination: Pagination
+    next_cursor: str | None = None
+
+
+_COLUMNS = (Metric.id, Metric.group, Metric.steps_completed, Metric.trial_run_id, Metric.report_time, Metric.metrics)
+_Key = tuple[str, int, int]  # (group, steps, id): the listing's sort key
+
+
+def _after(group: str, steps: int, row_id: int) -> Any:
+    """Rows of ``group`` after (steps, id); written so the (trial, group, steps) index bounds it."""
+    return and_(Metric.group == group, Metric.steps_completed >= steps,
+                or_(Metric.steps_completed > steps, Metric.id > row_id))
+
+
+async def trial_metrics(session: AsyncSession, trial_id: int, group: str | None, *, limit: int, offset: int,
+                        cursor: str | None) -> MetricsPage:
+    one_of_offset_or_cursor(offset, cursor)
+    if await session.get(Trial, trial_id) is None:
+        raise NotFound(f"trial {trial_id} not found")
+    size = page_size(limit)
+    base = select(*_COLUMNS).where(Metric.trial_id == trial_id)
+    order = (Metric.steps_completed, Metric.id) if group else (Metric.group, Metric.steps_completed, Metric.id)
+    if cursor is None:
+        count = select(func.count()).select_from(Metric).where(Metric.trial_id == trial_id)
+        total = await session.scalar(count.where(Metric.group == group) if group else count) or 0
+        stmt = base.where(Metric.group == group) if group else base
+        rows = list((await session.execute(stmt.order_by(*order).offset(offset).limit(size + 1))).all())
+    else:
+        offset, total, (g, steps, row_id) = decode_cursor(cursor, _Key)
+        if group and g != group:
+            raise BadRequest(f"cursor: a cursor of group {g!r}, not {group!r}")
+        rows = list((await session.execute(base.where(_after(g, steps, row_id)).order_by(*order)
+                                           .limit(size + 1))).all())
+        if not group and len(rows) <= size:  # the rest of this group did not fill the page: later groups
+            rows += (await session.execute(base.where(Metric.group > g).order_by(*order)
+                                           .limit(size + 1 - len(rows)))).all()
+    more = len(rows) > size
+    rows = rows[:size]
+    next_cursor = None
+    if more:
+        last = rows[-1]
+        next_cursor = encode_cursor(offset + len(rows), total, [last.group, last.steps_completed, last.id])
+    return MetricsPage(
+        metrics=[MetricRow(group=r.group, steps_completed=r.steps_completed, trial_run_id=r.trial_run_id,
+                           report_time=iso(r.report_time), metrics=r.metrics) for r in rows],
+        pagination=pagination(offset, limit, total, len(rows)), next_cursor=next_cursor)
