@@ -21,15 +21,16 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from controlplane.master.api.auth_guard import route_action
 from controlplane.master.authz import Action
+from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent
 
-ONE_TRIAL = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
+ONE_TRIAL = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": 1}}
 MUTATING = {"POST", "PATCH", "PUT", "DELETE"}
 SESSION_ROUTES = {("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/logout")}
 CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models")}
@@ -115,6 +116,7 @@ async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str
     assert r.status_code == 200, r.text
     exp = r.json()["experiment"]
     start = await agent.next_message()
+    assert isinstance(start, wire.StartTask)
     await agent.start(start)
     task = task_headers(start.session_token)
     trial_id = int(start.env["DET_TRIAL_ID"])
@@ -175,23 +177,29 @@ def special_body(method: str, path: str, work: Work) -> Any:
             "training": {"trialId": work.trial_id}},
         ("POST", "/api/v1/models/{name}/versions"): {"checkpointUuid": work.ckpt},
         ("POST", "/api/v1/job-queues"): {"updates": [{"jobId": work.job_id, "priority": 10}]},
-        ("PATCH", "/api/v1/experiments/{exp_id}"): {"name": "renamed"},
-        ("PATCH", "/api/v1/models/{name}"): {"description": "changed"},
-        ("PATCH", "/api/v1/models/{name}/versions/{number}"): {"comment": "changed"},
         ("POST", "/api/v1/task/logs"): {"logs": [{"taskId": work.task_id, "allocationId": work.alloc_id,
                                                   "log": "line", "stdtype": "stdout", "source": "task"}]},
         ("POST", "/api/v1/trials/{trial_id}/metrics"): {"group": "training", "metrics": metric},
         ("POST", "/api/v1/trials/{trial_id}/metrics/batch"): {"reports": [{"group": "training", **metric}]},
         ("POST", "/api/v1/trials/{trial_id}/training_metrics"): {"trainingMetrics": metric},
         ("POST", "/api/v1/trials/{trial_id}/validation_metrics"): {"validationMetrics": metric},
-        ("POST", "/api/v1/trials/{trial_id}/progress"): 0.5,
-        ("POST", "/api/v1/trials/{trial_id}/runner/metadata"): {"metadata": {"state": "training"}},
-        ("POST", "/api/v1/trials/{trial_id}/early_exit"): {"reason": "EXITED_REASON_INVALID_HP"},
         ("POST", "/api/v1/runs/start"): {"runId": work.trial_id},
+        ("POST", "/api/v1/trials/{trial_id}/early_exit"): {"reason": "EXITED_REASON_INVALID_HP"},
         ("POST", "/api/v1/users/{user_id}/password"): {"password": "", "oldPassword": "", "isHashed": False},
-        ("POST", "/api/v1/agents/{agent_id}/disable"): {"drain": True},
         ("POST", "/api/v1/auth/login"): {"username": "nobody", "password": "x"},
     }.get((method, path))
+
+
+def fallback_body(method: str, path: str) -> Any:
+    """For routes whose schema does not describe their body yet."""
+    return {
+        ("PATCH", "/api/v1/experiments/{exp_id}"): {"name": "renamed"},
+        ("PATCH", "/api/v1/models/{name}"): {"description": "changed"},
+        ("PATCH", "/api/v1/models/{name}/versions/{number}"): {"comment": "changed"},
+        ("POST", "/api/v1/trials/{trial_id}/progress"): 0.5,
+        ("POST", "/api/v1/trials/{trial_id}/runner/metadata"): {"metadata": {"state": "training"}},
+        ("POST", "/api/v1/agents/{agent_id}/disable"): {"drain": True},
+    }.get((method, path), {} if method in MUTATING else None)
 
 
 QUERY = {"timeout_seconds": "0", "timeoutSeconds": "0", "follow": "false"}
@@ -259,8 +267,8 @@ def calls_for(app, work: Work) -> list[Call]:  # noqa: ANN001
                 content = op["requestBody"].get("content", {})
                 media = content.get("application/json") or next(iter(content.values()), {})
                 body = sample(media.get("schema", {}), components)
-            if body is None and method in MUTATING:
-                body = {}
+            if body is None:
+                body = fallback_body(method, path)
             handler = handlers.get((method, path))
             out.append(Call(method, path, url, params, body, route_action(handler) if handler else None))
     return out

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from sqlalchemy import update
 
 from controlplane.master.db.models import Trial
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
-ONE_TRIAL = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
+ONE_TRIAL = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": 1}}
 METRICS = {"group": "training", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}}
 
 
@@ -21,6 +23,7 @@ async def two_running_trials(api) -> tuple[wire.StartTask, wire.StartTask]:  # n
     await agent.register()
     await create_experiment(api)
     m1, m2 = await agent.next_message(), await agent.next_message()
+    assert isinstance(m1, wire.StartTask) and isinstance(m2, wire.StartTask)
     await agent.start(m1)
     await agent.start(m2)
     return m1, m2
@@ -54,6 +57,7 @@ async def test_a_requeued_trials_old_token_cannot_report_metrics(api):
     await agent.register()
     await create_experiment(api, ONE_TRIAL)
     first = await agent.next_message()
+    assert isinstance(first, wire.StartTask)
     await agent.start(first)
     trial = first.env["DET_TRIAL_ID"]
     old = task_headers(first.session_token)
@@ -74,6 +78,7 @@ async def test_a_token_of_a_superseded_run_is_refused_even_before_its_allocation
     await agent.register()
     await create_experiment(api, ONE_TRIAL)
     start = await agent.next_message()
+    assert isinstance(start, wire.StartTask)
     await agent.start(start)
     trial = int(start.env["DET_TRIAL_ID"])
     async with api.rt.sessions.begin() as session:  # the trial has moved on to another run
