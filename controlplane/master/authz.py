@@ -41,7 +41,7 @@ class Rule(Enum):
 
 
 TASK = "task"
-A, O, T, D = Rule.ALLOW, Rule.OWNER, Rule.OWN_TASK, Rule.DENY
+A, O, T, D = Rule.ALLOW, Rule.OWNER, Rule.OWN_TASK, Rule.DENY  # noqa: E741 (short names keep the table readable)
 
 #                        admin  user  viewer  task
 TABLE: dict[Action, dict[str, Rule]] = {

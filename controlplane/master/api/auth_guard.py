@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select

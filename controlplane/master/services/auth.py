@@ -94,7 +94,8 @@ async def user_for_token(session: AsyncSession, token: str) -> AuthedUser | None
     if row is None:
         return None
     user, expires_at = row
-    if not user.active or aware(expires_at) < utcnow():
+    expires = aware(expires_at)
+    if not user.active or expires is None or expires < utcnow():
         return None
     return AuthedUser(user.id, user.username, Role(user.role))
 

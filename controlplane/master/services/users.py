@@ -104,7 +104,7 @@ class UsersResponse(msgspec.Struct, rename="camel", kw_only=True):
 
 def v1_user(user: User) -> V1User:
     return V1User(id=user.id, username=user.username, admin=user.admin, active=user.active, role=user.role,
-                  display_name=user.display_name or "", modified_at=iso(user.created_at))
+                  display_name=user.display_name or "", modified_at=iso(user.created_at) or "")
 
 
 async def get_user(session: AsyncSession, user_id: int) -> User:
