@@ -92,6 +92,8 @@ async def test_a_new_role_counts_on_the_next_request(api, admin):
     await api.patch(f"/api/v1/users/{dave}", json={"role": "viewer"}, headers=bearer(admin))
     r = await api.patch(f"/api/v1/users/{dave}", json={"displayName": "D"}, headers=bearer(token))
     assert r.status_code == 200  # a viewer still manages their own account
+    r = await api.patch(f"/api/v1/users/{dave}", json={"password": "pw2", "oldPassword": "pw"}, headers=bearer(token))
+    assert r.status_code == 200, r.text
     assert (await api.post("/api/v1/models", json={"name": "m"}, headers=bearer(token))).status_code == 403
 
 
