@@ -71,3 +71,86 @@ async def test_a_retried_report_is_stored_once(api):
     for _ in range(2):  # the first 200 was "lost": the client sends it again
         assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=h)).status_code == 200
     assert len((await api.get(f"/api/v1/trials/{tid}/metrics")).json()["metrics"]) == 2
+
+
+async def _all_pages(api, path: str, key: str, **params) -> tuple[list[dict], int]:  # noqa: ANN001, ANN003
+    """Follows nextCursor; returns every row and the number of pages."""
+    rows, pages, cursor = [], 0, None
+    while True:
+        query = {**params, **({"cursor": cursor} if cursor else {})}
+        r = await api.get(path, params=query)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        page = body["pagination"]
+        assert page["startIndex"] == len(rows) and page["endIndex"] == len(rows) + len(body[key])
+        rows += body[key]
+        pages += 1
+        cursor = body.get("nextCursor")
+        if cursor is None:
+            return rows, pages
+
+
+async def test_metrics_pages_return_every_row_exactly_once(api):
+    _, tid, h = await running_trial(api)
+    # Three groups; every training step twice (run 1 by the task, then run 0 by the trial's owner),
+    # so the order within a step (row id) matters.
+    task_reports = [report("training", i, {"loss": i}) for i in range(1250)]
+    task_reports += [report("validation", i, {"loss": i}) for i in range(300)]
+    task_reports += [report("custom", i, {"x": i}) for i in range(10)]
+    owner_reports = [{**report("training", i, {"loss": -i}), "trialRunId": 0} for i in range(1250)]
+    for body, headers in (({"reports": task_reports}, h), ({"reports": owner_reports}, {})):
+        assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=headers)).status_code == 200
+    stored = 2500 + 300 + 10
+    path = f"/api/v1/trials/{tid}/metrics"
+    training, pages = await _all_pages(api, path, "metrics", group="training", limit=300)
+    assert [(m["stepsCompleted"], m["trialRunId"]) for m in training] == [(i, r) for i in range(1250) for r in (1, 0)]
+    assert pages == 9
+    everything, pages = await _all_pages(api, path, "metrics", limit=700)
+    assert len(everything) == stored and pages == 5
+    assert [m["group"] for m in everything] == ["custom"] * 10 + ["training"] * 2500 + ["validation"] * 300
+    keys = [(m["group"], m["stepsCompleted"], m["trialRunId"]) for m in everything]
+    assert len(set(keys)) == len(keys)
+    first = (await api.get(path, params={"limit": 700})).json()
+    assert first["pagination"] == {"offset": 0, "limit": 700, "startIndex": 0, "endIndex": 700, "total": stored}
+    by_offset = (await api.get(path, params={"offset": 1255, "limit": 10})).json()["metrics"]
+    assert by_offset == everything[1255:1265]
+    assert len((await api.get(path, params={"limit": 0})).json()["metrics"]) == stored  # 0: the largest page
+    assert len((await api.get(path)).json()["metrics"]) == 1000  # the default page
+    r = await api.get(path, params={"offset": 5, "cursor": first["nextCursor"]})
+    assert r.status_code == 400 and "offset" in r.json()["message"]
+    r = await api.get(path, params={"group": "validation", "cursor": first["nextCursor"]})
+    assert r.status_code == 400 and "cursor" in r.json()["message"]
+
+
+async def test_workloads_page_in_step_order_across_metrics_and_checkpoints(api):
+    from tests.controlplane.master.test_trial_lifecycle import report_checkpoint
+
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api)
+    start = await agent.next_message()
+    await agent.start(start)
+    tid, h = int(start.env["DET_TRIAL_ID"]), task_headers(start.session_token)
+    reports = [report("training", s, {"loss": s}) for s in range(1, 41)]
+    reports += [report("validation", s, {"loss": s}) for s in range(5, 41, 5)]
+    reports += [report("other", 3, {"x": 1})]  # not a workload
+    assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json={"reports": reports}, headers=h)).status_code == 200
+    for steps in (10, 20, 20, 40):
+        await report_checkpoint(api, start, steps)
+    expected = 40 + 8 + 4
+    one_page = (await api.get(f"/api/v1/trials/{tid}/workloads", params={"limit": 0})).json()
+    assert one_page["pagination"]["total"] == expected and one_page["nextCursor"] is None
+    order = [(kind, w[kind]["totalBatches"]) for w in one_page["workloads"] for kind in w]
+    assert order == sorted(order, key=lambda o: (o[1], ["training", "validation", "checkpoint"].index(o[0])))
+    paged, pages = await _all_pages(api, f"/api/v1/trials/{tid}/workloads", "workloads", limit=7)
+    assert paged == one_page["workloads"] and pages == 8
+    by_offset = (await api.get(f"/api/v1/trials/{tid}/workloads", params={"offset": 20, "limit": 5})).json()
+    assert by_offset["workloads"] == one_page["workloads"][20:25]
+
+
+async def test_a_nul_inside_a_metric_value_round_trips(api):
+    _, tid, h = await running_trial(api)
+    body = {"reports": [report("training", 1, {"note": "a\x00b", "batch": ["x\x00"]})]}
+    assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=h)).status_code == 200
+    rows = (await api.get(f"/api/v1/trials/{tid}/metrics")).json()["metrics"]
+    assert rows[0]["metrics"] == {"note": "a\x00b", "batch": ["x\x00"]}

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
+import pytest
+
+from controlplane.master.db.models import Trial
+from controlplane.master.errors import Conflict
+from controlplane.master.principals import TaskPrincipal
+from controlplane.master.services import fencing
+from controlplane.master.services import logs as log_svc
+from controlplane.master.services import metrics as metric_svc
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
@@ -155,3 +164,69 @@ async def test_spot_interruption_preempts_the_agents_trials(api):
     assert (await api.get(signal, headers=h)).json() == {"preempt": True}
     agents = (await api.get("/api/v1/agents")).json()["agents"]
     assert agents[0]["draining"] is True
+
+
+METRICS = {"group": "training", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}}
+
+
+async def test_a_requeued_trials_old_run_cannot_write_while_the_new_run_can(api):
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await agent.next_message()
+    await agent.start(first)
+    trial = int(first.env["DET_TRIAL_ID"])
+    old, line = task_headers(first.session_token), {"log": "from run 1", "taskId": first.task_id}
+    assert (await api.post(f"/api/v1/trials/{trial}/metrics", json=METRICS, headers=old)).status_code == 200
+    await agent.exit(first.allocation_id, 1)  # fails: re-queued as run 2
+    second = await agent.next_message()
+    assert isinstance(second, wire.StartTask) and second.env["DET_TRIAL_RUN_ID"] == "2"
+    await agent.start(second)
+    for path, body in ((f"/api/v1/trials/{trial}/metrics", {**METRICS, "group": "late"}),
+                       ("/api/v1/task/logs", {"logs": [line]}),
+                       (f"/api/v1/trials/{trial}/progress", {"progress": 0.9}),
+                       (f"/api/v1/trials/{trial}/early_exit", {"reason": "EXITED_REASON_INVALID_HP"})):
+        r = await api.post(path, json=body, headers=old)
+        assert r.status_code in (401, 409), (path, r.text)  # the token lookup or the write's own fence
+    new = task_headers(second.session_token)
+    assert (await api.post(f"/api/v1/trials/{trial}/metrics", json=METRICS, headers=new)).status_code == 200
+    r = await api.post("/api/v1/task/logs", json={"logs": [{"log": "from run 2", "taskId": second.task_id}]},
+                       headers=new)
+    assert r.status_code == 200
+    rows = (await api.get(f"/api/v1/trials/{trial}/metrics")).json()["metrics"]
+    assert sorted((m["group"], m["trialRunId"]) for m in rows) == [("training", 1), ("training", 2)]
+    logs = [line for line in (await api.get(f"/api/v1/trials/{trial}/logs")).text.splitlines() if "from run" in line]
+    assert len(logs) == 1 and "from run 2" in logs[0]
+    trial_json = (await api.get(f"/api/v1/trials/{trial}")).json()["trial"]
+    assert trial_json["progress"] != 0.9
+
+
+async def test_the_write_itself_refuses_a_superseded_run(api):
+    """However the old run's request got past the token lookup (a lookup cached just before the
+    re-queue committed), the transaction that writes refuses it and stores nothing."""
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await agent.next_message()
+    await agent.start(first)
+    trial = int(first.env["DET_TRIAL_ID"])
+    stale = TaskPrincipal(first.allocation_id, first.task_id, trial, 1)
+    report = metric_svc.Report("training", 5, None, None, {"loss": 1.0}, None)
+    await metric_svc.store_reports(api.rt, stale, trial, [report])  # still the current run: stored
+    await agent.disconnect()  # past agent_reconnect_wait_s (1 s): the allocation ends, run 2 is queued
+    for _ in range(200):  # the reaper runs on the orchestrator's tick once the window has passed
+        api.rt.orchestrator.wake()
+        async with api.rt.sessions() as session:
+            if (await session.get(Trial, trial)).run_id == 2:
+                break
+        await asyncio.sleep(0.1)
+    with pytest.raises(Conflict, match="moved on to run 2"):
+        await metric_svc.store_reports(api.rt, stale, trial, [metric_svc.Report("training", 6, None, None, {}, None)])
+    with pytest.raises(Conflict, match="run 2"):
+        await log_svc.post_task_logs(api.rt, stale, log_svc.PostTaskLogsRequest(logs=[log_svc.TaskLogEntry(log="x")]))
+    with pytest.raises(Conflict):
+        async with api.rt.sessions.begin() as session:
+            await fencing.update_trial(session, stale, trial, {"progress": 0.5})
+    rows = (await api.get(f"/api/v1/trials/{trial}/metrics")).json()["metrics"]
+    assert [m["stepsCompleted"] for m in rows] == [5]
+    assert "x\n" not in (await api.get(f"/api/v1/trials/{trial}/logs")).text
