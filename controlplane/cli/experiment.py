@@ -34,6 +34,7 @@ from controlplane.cli.common import (
 )
 from controlplane.cli.errors import ApiError, CliError
 from controlplane.cli.logs import add_log_flags, print_trial_logs
+from controlplane.cli.pages import cursor_paged
 from controlplane.cli.progress import ProgressBody
 from controlplane.cli.session import UPLOAD_TIMEOUT, Session
 
@@ -164,8 +165,8 @@ def get_trials(session: Session, exp_id: int) -> list[dict]:
 
 
 def trial_metrics(session: Session, trial_id: int, group: str) -> list[dict]:
-    rows = session.get(f"/api/v1/trials/{trial_id}/metrics", {"group": group}).get("metrics") or []
-    return sorted((r for r in rows if isinstance(r, dict)), key=lambda r: r.get("stepsCompleted") or 0)
+    rows = cursor_paged(session, f"/api/v1/trials/{trial_id}/metrics", "metrics", {"group": group})
+    return sorted(rows, key=lambda r: r.get("stepsCompleted") or 0)
 
 
 def trial_checkpoints(session: Session, trial_id: int) -> list[dict]:

@@ -69,11 +69,9 @@ def print_trial_logs(session: Session, trial_id: int, *, follow: bool = False, h
         if not follow:
             return
         if tail == 0:
-            last_shown = None  # follow only new lines: skip everything present now
-            for entry in session.stream_ndjson(path, {"follow": "false"}):
-                order = _order(entry)
-                if order is not None:
-                    last_shown = order if last_shown is None else max(last_shown, order)
+            last_shown = None  # follow only new lines: skip everything present now (the newest line's id)
+            for entry in session.stream_ndjson(path, {"follow": "false", "limit": 1, "orderBy": "ORDER_BY_DESC"}):
+                last_shown = _order(entry)
     params: dict[str, object] = {"follow": "true" if follow else "false"}
     if head is not None:
         if head == 0:
