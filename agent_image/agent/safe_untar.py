@@ -2,6 +2,9 @@
 
 The context comes from users through the master, so members with absolute paths, ``..``
 components, links that point outside, or device files are refused before anything is written.
+Names are also held to the rules the CLI and the master apply (``context_names``: drive names,
+backslashes, ``.``, over-long components, duplicates, a file ``x`` beside ``x/y``...), so what
+the master accepted the agent can create, and what it refused never reaches here.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import io
 import os
 import tarfile
 from pathlib import Path, PurePosixPath
+
+from controlplane.common import context_names as names
 
 
 class UnsafeArchiveError(ValueError):
@@ -50,6 +55,17 @@ def check_member(member: tarfile.TarInfo, dest: Path) -> None:
         raise UnsafeArchiveError(f"unsupported member type in context: {name!r}")
 
 
+def _kind(member: tarfile.TarInfo) -> str:
+    return names.DIRECTORY if member.isdir() else names.SYMLINK if member.issym() else names.FILE
+
+
+def check_names(members: list[tarfile.TarInfo]) -> None:
+    try:
+        names.check_entries(names.Entry(m.name, _kind(m), m.linkname if m.issym() else "") for m in members)
+    except names.BadContextEntry as e:
+        raise UnsafeArchiveError(f"context member {e}") from e
+
+
 def safe_extract(tgz: bytes, dest: Path) -> None:
     """Extract gzip'd tar bytes into ``dest`` (created); empty bytes → empty directory."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -60,6 +76,7 @@ def safe_extract(tgz: bytes, dest: Path) -> None:
         members = tar.getmembers()
         for member in members:
             check_member(member, root)
+        check_names(members)
         if hasattr(tarfile, "data_filter"):
             tar.extractall(root, members=members, filter="data")
         else:  # pragma: no cover - Python < 3.11.4

@@ -5,6 +5,11 @@ Determined sends the context as a JSON list of base64 files (reference §2.2), h
 before sending anything. We stat first and read later, so an oversized context is refused
 without reading it, and the message names the five largest files so the user knows what to
 add to `.detignore`.
+
+Names follow the rules the master and the agent share (``controlplane.common.context_names``),
+checked here before anything is read or sent. A symlink is sent as a link (type 50, its
+target as content) when what it resolves to is inside the context, and refused, naming it,
+when it leads outside: the target's bytes are never uploaded in its place.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import pathspec
 
 from controlplane.cli.errors import CliError
 from controlplane.cli.render import format_size
+from controlplane.common import context_names as names
 
-MAX_CONTEXT_SIZE = 95 * 1024 * 1024  # Determined's MAX_CONTEXT_SIZE: 96 MiB - 1 MiB
+MAX_CONTEXT_SIZE = names.MAX_CONTEXT_BYTES  # Determined's MAX_CONTEXT_SIZE: 96 MiB - 1 MiB
 TYPE_FILE = 48  # ord(tarfile.REGTYPE)
+TYPE_SYMLINK = 50  # ord(tarfile.SYMTYPE)
 TYPE_DIR = 53  # ord(tarfile.DIRTYPE)
 DEFAULT_IGNORES = [
     "__pycache__/", "*.py[co]", "*$py.class", "terraform", "terraform_data", "terraform.tfstate*",
@@ -38,6 +45,11 @@ class Entry:
     size: int
     mode: int
     mtime: int
+    link_target: str | None = None  # a symlink's target, relative to its directory
+
+    @property
+    def kind(self) -> str:
+        return names.SYMLINK if self.link_target is not None else names.DIRECTORY if self.is_dir else names.FILE
 
 
 def _spec(root: Path) -> pathspec.PathSpec:
@@ -63,6 +75,17 @@ def scan(root: Path) -> list[Entry]:
     def onerror(err: OSError) -> None:
         raise CliError(f"cannot read {err.filename}: {err.strerror}")
 
+    real_root = os.path.realpath(root)
+
+    def link(rel: str, path: Path) -> Entry:
+        resolved = os.path.realpath(path)
+        if resolved != real_root and not resolved.startswith(real_root.rstrip(os.sep) + os.sep):
+            raise CliError(f"the symlink {rel} points outside the context directory (to {resolved}); "
+                           f"replace it with a copy, or list it in {DETIGNORE}")
+        target = os.path.relpath(resolved, os.path.realpath(path.parent)).replace(os.sep, "/")
+        st = path.lstat()
+        return Entry(rel, path, False, len(target.encode()), st.st_mode, int(st.st_mtime), target)
+
     for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
         here = Path(dirpath)
         rel_here = here.relative_to(root).as_posix()
@@ -71,7 +94,11 @@ def scan(root: Path) -> list[Entry]:
         for name in sorted(dirnames):
             rel = prefix + name
             path = here / name
-            if spec.match_file(rel + "/") or path.is_symlink():
+            if path.is_symlink():
+                if not spec.match_file(rel) and not spec.match_file(rel + "/"):
+                    entries.append(link(rel, path))
+                continue
+            if spec.match_file(rel + "/"):
                 continue
             st = path.stat()
             kept_dirs.append(name)
@@ -82,6 +109,9 @@ def scan(root: Path) -> list[Entry]:
             if rel == DETIGNORE or spec.match_file(rel):
                 continue
             path = here / name
+            if path.is_symlink():
+                entries.append(link(rel, path))
+                continue
             try:
                 st = path.stat()
             except OSError as e:
@@ -89,11 +119,17 @@ def scan(root: Path) -> list[Entry]:
             if not stat.S_ISREG(st.st_mode):
                 continue
             entries.append(Entry(rel, path, False, st.st_size, st.st_mode, int(st.st_mtime)))
+    try:
+        names.check_entries(names.Entry(e.relpath, e.kind, e.link_target or "") for e in entries)
+    except names.BadContextEntry as e:
+        where = f"{e.name}: " if e.name else ""
+        raise CliError(f"cannot send the context: {where}{e.problem}; rename it or list it in {DETIGNORE}") from None
     return entries
 
 
 def check_size(entries: list[Entry], limit: int = MAX_CONTEXT_SIZE) -> int:
-    total = sum(e.size for e in entries)
+    """Each entry counts its header (``names.ENTRY_COST``) as well as its bytes, as the master does."""
+    total = sum(names.entry_cost(e.size) for e in entries)
     if total > limit:
         largest = sorted((e for e in entries if not e.is_dir), key=lambda e: e.size, reverse=True)[:5]
         listing = "\n".join(f"  {format_size(e.size):>10}  {e.relpath}" for e in largest)
@@ -108,12 +144,15 @@ def to_v1_files(entries: list[Entry]) -> list[dict]:
     for e in entries:
         if e.is_dir:
             content = ""
+        elif e.link_target is not None:
+            content = base64.b64encode(e.link_target.encode()).decode("ascii")
         else:
             try:
                 content = base64.b64encode(e.abspath.read_bytes()).decode("ascii")
             except OSError as err:
                 raise CliError(f"cannot read {e.abspath}: {err.strerror}") from None
-        files.append({"path": e.relpath, "type": TYPE_DIR if e.is_dir else TYPE_FILE, "content": content,
+        kind = TYPE_SYMLINK if e.link_target is not None else TYPE_DIR if e.is_dir else TYPE_FILE
+        files.append({"path": e.relpath, "type": kind, "content": content,
                       "mode": e.mode, "mtime": str(e.mtime), "uid": 0, "gid": 0})
     return files
 

@@ -16,6 +16,7 @@ from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError
 from controlplane.config.hyperparameters import Hparam, parse_hyperparameters
 from controlplane.config.hyperparameters import to_dict as hparams_to_dict
+from controlplane.config.limits import INT32_MAX, check_plain
 
 SEARCHERS = ("single", "grid", "random")
 # Determined keys accepted and kept without interpretation.
@@ -140,11 +141,12 @@ def _searcher(raw: Any) -> SearcherConfig:
     cfg = SearcherConfig(name=name, metric=f.string(f.get(raw, "metric", path), "searcher.metric"), extra=extra)
     cfg.smaller_is_better = f.boolean(f.get(raw, "smaller_is_better", path, True), "searcher.smaller_is_better")
     if name == "random":
-        cfg.max_trials = f.integer(f.get(raw, "max_trials", path), "searcher.max_trials", minimum=1)
+        cfg.max_trials = f.integer(f.get(raw, "max_trials", path), "searcher.max_trials", minimum=1,
+                                   maximum=INT32_MAX)
     elif raw.get("max_trials") is not None:
-        cfg.max_trials = f.integer(raw["max_trials"], "searcher.max_trials", minimum=1)
+        cfg.max_trials = f.integer(raw["max_trials"], "searcher.max_trials", minimum=1, maximum=INT32_MAX)
     cfg.max_concurrent_trials = f.integer(f.get(raw, "max_concurrent_trials", path, 16),
-                                          "searcher.max_concurrent_trials", minimum=0)
+                                          "searcher.max_concurrent_trials", minimum=0, maximum=INT32_MAX)
     if raw.get("max_length") is not None:  # unset stays unset: trials then have no searcher operation
         cfg.max_length_raw = f.length(raw["max_length"], "searcher.max_length")
         cfg.max_length = next(iter(cfg.max_length_raw.values()))
@@ -162,13 +164,14 @@ def _resources(raw: Any) -> ResourcesConfig:
     passthrough = {"shm_size", "native_parallel", "agent_label", "devices", "is_single_node"}
     f.no_unknown(raw, known | passthrough, path)
     cfg = ResourcesConfig(extra={k: v for k, v in raw.items() if k in passthrough})
-    cfg.slots_per_trial = f.integer(f.get(raw, "slots_per_trial", path, 1), "resources.slots_per_trial", minimum=0)
+    cfg.slots_per_trial = f.integer(f.get(raw, "slots_per_trial", path, 1), "resources.slots_per_trial", minimum=0,
+                                    maximum=INT32_MAX)
     if raw.get("resource_pool") is not None:
         cfg.resource_pool = f.string(raw["resource_pool"], "resources.resource_pool")
     if raw.get("priority") is not None:
         cfg.priority = f.integer(raw["priority"], "resources.priority", minimum=1, maximum=99)
     if raw.get("max_slots") is not None:
-        cfg.max_slots = f.integer(raw["max_slots"], "resources.max_slots", minimum=1)
+        cfg.max_slots = f.integer(raw["max_slots"], "resources.max_slots", minimum=1, maximum=INT32_MAX)
     cfg.weight = float(f.number(f.get(raw, "weight", path, 1.0), "resources.weight", positive=True))
     return cfg
 
@@ -213,7 +216,10 @@ def _period(raw: dict, key: str) -> dict | None:
 
 
 def parse_experiment_config(raw: Any) -> ExperimentConfig:
+    """Size and depth are the caller's to bound (``limits.check_plain`` with the master's limits);
+    here every value must be plain JSON data: 64-bit integers, finite floats, string keys."""
     raw = f.mapping(raw, "")
+    check_plain(raw)
     known = {"name", "description", "labels", "entrypoint", "hyperparameters", "searcher", "resources",
              "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
              "min_checkpoint_period"}
@@ -244,7 +250,8 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
         passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH},
     )
     if cfg.searcher.name == "grid":
-        from controlplane.searchers.sampling import grid
+        from controlplane.searchers.sampling import grid_size
 
-        grid(cfg.hyperparameters)  # every numeric range needs a `count`: say so at submit time
+        grid_size(cfg.hyperparameters)  # every numeric range needs a `count`: say so at submit time
     return cfg
+

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from controlplane.config.errors import ConfigError
+from controlplane.config.limits import INT64_MAX, INT64_MIN
 
 MISSING: Any = object()
 
@@ -38,6 +40,8 @@ def get(raw: dict, key: str, path: str, default: Any = MISSING) -> Any:
 def integer(value: Any, path: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(path, f"must be an integer, got {value!r}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ConfigError(path, "integer out of range (must fit in 64 bits)")
     if minimum is not None and value < minimum:
         raise ConfigError(path, f"must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -48,6 +52,10 @@ def integer(value: Any, path: str, *, minimum: int | None = None, maximum: int |
 def number(value: Any, path: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(path, f"must be a number, got {value!r}")
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise ConfigError(path, "integer out of range (must fit in 64 bits)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(path, f"must be a finite number, got {value}")
     if positive and value <= 0:
         raise ConfigError(path, f"must be > 0, got {value}")
     return value

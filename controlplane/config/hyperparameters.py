@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -75,7 +76,20 @@ def _range(raw: dict, path: str, read) -> tuple:  # noqa: ANN001
     hi = read(f.get(raw, "maxval", path), f.join(path, "maxval"))
     if lo >= hi:
         raise ConfigError(f.join(path, "minval"), f"must be < maxval ({hi}), got {lo}")
+    if not math.isfinite(float(hi) - float(lo)):
+        raise ConfigError(path, f"the range {lo}..{hi} is too wide to sample (maxval - minval overflows)")
     return lo, hi
+
+
+def _log_bounds(base: float, lo: float, hi: float, path: str) -> None:
+    """Values are base**x: both ends must be finite numbers, or every trial would fail."""
+    for key, exponent in (("minval", lo), ("maxval", hi)):
+        try:
+            value = float(base) ** float(exponent)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise ConfigError(f.join(path, key), f"{base}**{exponent} is not a finite number")
 
 
 def parse_one(raw: Any, path: str) -> Hparam:
@@ -101,7 +115,9 @@ def parse_one(raw: Any, path: str) -> Hparam:
         return DoubleRange(*_range(raw, path, f.number), _count(raw, path))
     if kind == "log":
         base = f.number(raw.get("base", 10), f.join(path, "base"), positive=True)
-        return LogRange(base, *_range(raw, path, f.number), _count(raw, path))
+        lo, hi = _range(raw, path, f.number)
+        _log_bounds(base, lo, hi, path)
+        return LogRange(base, lo, hi, _count(raw, path))
     vals = raw.get("vals")
     if not isinstance(vals, list) or not vals:
         raise ConfigError(f.join(path, "vals"), f"must be a non-empty list, got {vals!r}")

@@ -1,28 +1,108 @@
-"""YAML in, plain dicts out; syntax errors carry the line, overrides use dotted paths."""
+"""YAML in, plain dicts out; syntax errors carry the line, overrides use dotted paths.
+
+The loader is bounded: the text's size, the nesting depth (checked while composing, so deep
+nesting never reaches Python's recursion limit) and the size the document expands to through
+aliases (a few hundred bytes of ``&a [*b, *b, ...]`` can stand for gigabytes) are all capped, and
+the result must be plain JSON data (see ``limits.check_plain``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import yaml
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, SequenceNode
 
 from controlplane.config.errors import ConfigError
+from controlplane.config.limits import NODE_COST, Limits, check_plain, too_big, too_deep
 
 
-def load_yaml(text: str, source: str = "config") -> dict:
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that measures each node as it is composed: expanded size and depth."""
+
+    def __init__(self, text: str, limits: Limits, source: str) -> None:
+        super().__init__(text)
+        self.limits = limits
+        self.source = source
+        self.depth = 0
+        self.aliases = 0
+        self.measure: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded bytes, expanded depth)
+
+    def _where(self, mark: Any) -> str:
+        return f"{self.source}: line {mark.line + 1}" if mark is not None else self.source
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(AliasEvent):
+            mark = self.peek_event().start_mark
+            node = super().compose_node(parent, index)
+            self.aliases += 1
+            if id(node) not in self.measure:
+                raise ConfigError("", f"{self._where(mark)}: a YAML alias refers to a mapping or list "
+                                      "that contains it")
+            if self.depth + self.measure[id(node)][1] > self.limits.max_depth:
+                raise too_deep(self._where(mark), self.limits)
+            return node
+        self.depth += 1
+        if self.depth > self.limits.max_depth:
+            raise too_deep(self._where(self.peek_event().start_mark), self.limits)
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        if isinstance(node, MappingNode):
+            children = [c for pair in node.value for c in pair]
+        elif isinstance(node, SequenceNode):
+            children = node.value
+        else:
+            children = []
+        size = NODE_COST + (len(node.value) if not children and isinstance(node.value, str) else 0)
+        depth = 1
+        for child in children:
+            child_size, child_depth = self.measure[id(child)]
+            size += child_size
+            depth = max(depth, child_depth + 1)
+        self.measure[id(node)] = (size, depth)
+        if size > self.limits.max_bytes:
+            what = "the config, with its YAML aliases expanded," if self.aliases else "the config"
+            raise too_big(size, self.limits, what)
+        return node
+
+
+def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -> dict:
+    limits = limits or Limits()
+    if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
+        raise ConfigError("", f"{source}: {len(text.encode('utf-8', 'surrogatepass'))} bytes, over the "
+                              f"{limits.max_bytes}-byte limit")
+    loader = _BoundedLoader(text, limits, source)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError("", f"{source}: YAML syntax error{where}: {e.problem or e.context}") from e
     except yaml.YAMLError as e:
         raise ConfigError("", f"{source}: YAML syntax error: {e}") from e
+    finally:
+        loader.dispose()
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("", f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    check_plain(data, limits)
     return data
+
+
+def load_value(raw: str, key: str, limits: Limits | None = None) -> Any:
+    """One YAML value (an override's right-hand side), bounded like a whole config."""
+    limits = limits or Limits()
+    loader = _BoundedLoader(raw, limits, f"--config {key}")
+    try:
+        value = loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise ConfigError(key, f"cannot read the value {raw!r}: {e}") from e
+    finally:
+        loader.dispose()
+    check_plain(value, limits)
+    return value
 
 
 def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
@@ -32,10 +112,7 @@ def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError("", f"--config {item!r}: expected key.path=value")
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError as e:
-            raise ConfigError(key, f"cannot read the value {raw!r}: {e}") from e
+        value = load_value(raw, key) if raw else ""
         node = out
         parts = key.split(".")
         for i, part in enumerate(parts[:-1]):
@@ -50,8 +127,20 @@ def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
 
 
 def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
+    """Iterative, so a deep input cannot exhaust the stack (inputs are bounded before this)."""
+    if not isinstance(value, (dict, list)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack = [(value, root)]
+    while stack:
+        src, dst = stack.pop()
+        items = src.items() if isinstance(src, dict) else enumerate(src)
+        for k, v in items:
+            copy = {} if isinstance(v, dict) else [] if isinstance(v, list) else v
+            if isinstance(dst, dict):
+                dst[k] = copy
+            else:
+                dst.append(copy)
+            if copy is not v:
+                stack.append((v, copy))
+    return root

@@ -39,6 +39,13 @@ class MasterSettings:
     # The URL instances use to reach the master (boot scripts); default http://127.0.0.1:<port>.
     public_url: str = ""
     autoscaler_tick_s: float = 5.0
+    # Bounded work per create: a grid with more points, or a searcher that would start more trials
+    # at once, is refused (Determined's MaxAllowedTrials);
+    # a config over this many bytes (YAML text, or its JSON once aliases are expanded) or nested
+    # deeper is refused before it is parsed further.
+    max_experiment_trials: int = 2000
+    max_config_bytes: int = 1024 * 1024
+    max_config_depth: int = 64
     # Tests and simulations: pool name -> a provisioner object used instead of the configured one.
     provisioner_overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +119,12 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     ):
         if key in raw:
             setattr(settings, attr, parse_duration(raw[key], key))
+    for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(key, f"must be a positive integer, got {value!r}")
+            setattr(settings, key, value)
     return settings
 
 

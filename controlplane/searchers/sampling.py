@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 from typing import Any
 
@@ -49,19 +48,30 @@ def center(hps: dict[str, Hparam]) -> dict:
     return out
 
 
+def _axis_length(hp: Hparam, path: str) -> int:
+    """How many points `_axis` gives, without building it."""
+    if isinstance(hp, Const):
+        return 1
+    if isinstance(hp, Categorical):
+        return len(hp.vals)
+    if hp.count is None:
+        raise ConfigError(f"hyperparameters.{path}.count", "required by the grid searcher")
+    if isinstance(hp, IntRange):
+        return min(hp.count, hp.maxval - hp.minval + 1)  # no more points than integers in the range
+    return hp.count
+
+
 def _axis(hp: Hparam, path: str) -> list:
     if isinstance(hp, Const):
         return [hp.val]
     if isinstance(hp, Categorical):
         return list(hp.vals)
-    if hp.count is None:
-        raise ConfigError(f"hyperparameters.{path}.count", "required by the grid searcher")
-    n = hp.count
+    n = _axis_length(hp, path)
     if isinstance(hp, IntRange):
         if n == 1:
             return [round((hp.minval + hp.maxval) / 2)]
         span = hp.maxval - hp.minval
-        return sorted({hp.minval + round(i * span / (n - 1)) for i in range(n)})
+        return [hp.minval + round(i * span / (n - 1)) for i in range(n)]  # distinct: the step is >= 1
     points = [hp.minval + i * (hp.maxval - hp.minval) / (n - 1) for i in range(n)] if n > 1 else \
         [(hp.minval + hp.maxval) / 2]
     return [hp.base ** p for p in points] if isinstance(hp, LogRange) else points
@@ -76,18 +86,48 @@ def _flatten(hps: dict[str, Hparam], prefix: str = "") -> list[tuple[str, Hparam
     return out
 
 
-def grid(hps: dict[str, Hparam]) -> list[dict]:
-    """Every combination, nested groups rebuilt as nested dicts."""
-    flat = _flatten(hps)
-    axes = [_axis(hp, path) for path, hp in flat]
-    points = []
-    for combo in itertools.product(*axes):
+def grid_size(hps: dict[str, Hparam]) -> int:
+    """The number of grid points: the product of the axes' lengths, nothing built.
+
+    Past 10**18 the exact product stops mattering; it is capped there so that thousands of
+    huge counts cannot turn into one enormous integer."""
+    size = 1
+    for path, hp in _flatten(hps):
+        size = min(size * _axis_length(hp, path), 10**18 + 1)
+    return size
+
+
+class Grid:
+    """The grid's points by index, in `itertools.product` order (the last axis varies fastest)."""
+
+    def __init__(self, hps: dict[str, Hparam]) -> None:
+        self.flat = _flatten(hps)
+        self.axes = [_axis(hp, path) for path, hp in self.flat]
+        self.size = 1
+        for axis in self.axes:
+            self.size *= len(axis)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def point(self, index: int) -> dict:
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        values = []
+        for axis in reversed(self.axes):
+            index, digit = divmod(index, len(axis))
+            values.append(axis[digit])
         point: dict[str, Any] = {}
-        for (path, _), value in zip(flat, combo):
+        for (path, _), value in zip(self.flat, reversed(values)):
             node = point
             *parents, leaf = path.split(".")
             for p in parents:
                 node = node.setdefault(p, {})
             node[leaf] = value
-        points.append(point)
-    return points
+        return point
+
+
+def grid(hps: dict[str, Hparam]) -> list[dict]:
+    """Every combination, nested groups rebuilt as nested dicts (small grids and tests only)."""
+    g = Grid(hps)
+    return [g.point(i) for i in range(len(g))]

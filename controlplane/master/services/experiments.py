@@ -1,82 +1,153 @@
-"""Creating experiments: validate everything first, then store it all in one transaction."""
+"""Creating experiments: validate everything first, then store it all in one transaction.
+
+Validation is bounded and runs in a worker thread, so a large or hostile request never holds the
+event loop: the config's size and depth are capped before it is parsed further, the parse is the
+one activate will do (the stored config is parsed again here, and the searcher's first actions
+are computed), a grid's size is computed without building it, and the context is checked entry
+by entry before a byte of it is decoded. A config accepted here does not fail on activate.
+"""
 
 from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
+import anyio.to_thread
 import yaml
 
 from controlplane.common.timeutil import utcnow
 from controlplane.config.errors import ConfigError
-from controlplane.config.experiment import parse_experiment_config
+from controlplane.config.experiment import ExperimentConfig, parse_experiment_config
+from controlplane.config.limits import Limits, check_plain
 from controlplane.config.yaml_io import load_yaml
-from controlplane.master.api.requests import field
 from controlplane.master.db.models import Experiment
 from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration.transitions import record_initial
-from controlplane.master.runtime import MasterRuntime
 from controlplane.master.principals import AuthedUser
+from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.context import build_archive
+from controlplane.master.settings import MasterSettings
+from controlplane.searchers.base import make_searcher
+from controlplane.searchers.sampling import grid_size
 from controlplane.state import experiment as E
 
 
-def validated_config(rt: MasterRuntime, body: dict) -> tuple[dict, str]:
-    """Returns (config with every default filled, the original YAML text)."""
-    raw_config = field(body, "config")
+@dataclass(frozen=True)
+class Prepared:
+    cfg: dict  # every default filled: what is stored and parsed again on activate
+    text: str  # the config as the user sent it
+    archive: bytes
+    digest: str
+
+
+def body_field(body: Any, camel: str, default: Any = None) -> Any:
+    """A create request's field, from raw JSON (camelCase or snake_case) or a typed struct."""
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    if isinstance(body, dict):
+        return body[camel] if camel in body else body.get(snake, default)
+    value = getattr(body, snake, getattr(body, camel, default))
+    return default if value is None else value
+
+
+def _invalid(e: ConfigError) -> BadRequest:
+    return BadRequest(f"invalid experiment config: {e}")
+
+
+def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict, str]:
+    limits = Limits(settings.max_config_bytes, settings.max_config_depth)
+    if isinstance(raw_config, str):
+        return load_yaml(raw_config, source="config", limits=limits), raw_config
     if isinstance(raw_config, dict):
-        text = yaml.safe_dump(raw_config, sort_keys=False)
-        raw = raw_config
-    elif isinstance(raw_config, str):
-        text = raw_config
-        try:
-            raw = load_yaml(text, source="config")
-        except ConfigError as e:
-            raise BadRequest(f"invalid experiment config: {e}") from e
-    else:
-        raise BadRequest("config: required (the experiment configuration as YAML text)")
+        check_plain(raw_config, limits)  # bounded depth before anything recursive touches it
+        return raw_config, yaml.safe_dump(raw_config, sort_keys=False)
+    raise BadRequest("config: required (the experiment configuration as YAML text)")
+
+
+def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
+    """What activate would do with it: build the searcher and take its first actions."""
+    limit = settings.max_experiment_trials
+    if cfg.searcher.name == "grid":
+        size = grid_size(cfg.hyperparameters)
+        if size > limit:
+            shown = f"{size}" if size <= 10**18 else "more than 10**18"
+            raise ConfigError("hyperparameters", f"the grid has {shown} points, over the limit of {limit} "
+                                                 "trials per experiment (lower the counts)")
+    searcher = cfg.searcher
+    total = (searcher.max_trials or 1) if searcher.name == "random" else 1
+    if searcher.name == "random" and searcher.max_concurrent_trials == 0 and total > limit:
+        raise ConfigError("searcher.max_concurrent_trials",
+                          f"0 (no limit) would start all {total} trials at once, over the limit of {limit}; "
+                          "set a limit")
     try:
-        cfg = parse_experiment_config(raw).to_dict()
-    except ConfigError as e:
-        raise BadRequest(f"invalid experiment config: {e}") from e
+        make_searcher(cfg).initial_actions()
+    except (ArithmeticError, ValueError, IndexError) as e:
+        raise ConfigError("searcher", f"the searcher cannot start with these hyperparameters: {e}") from e
+
+
+def _final_config(settings: MasterSettings, raw: dict) -> dict:
+    cfg = parse_experiment_config(raw).to_dict()
     if not cfg.get("checkpoint_storage"):
-        storage = rt.settings.default_checkpoint_storage()
+        storage = settings.default_checkpoint_storage()
         for key, default in (("save_experiment_best", 0), ("save_trial_best", 1), ("save_trial_latest", 1)):
             storage.setdefault(key, default)
         cfg["checkpoint_storage"] = storage
     resources = cfg.setdefault("resources", {})
-    pools = rt.settings.pool_names()
-    pool = resources.get("resource_pool") or rt.settings.default_resource_pool
+    pools = settings.pool_names()
+    pool = resources.get("resource_pool") or settings.default_resource_pool
     if pool not in pools:
-        raise BadRequest(f"invalid experiment config: resources.resource_pool: unknown pool {pool!r} "
-                         f"(pools: {', '.join(pools)})")
+        raise ConfigError("resources.resource_pool", f"unknown pool {pool!r} (pools: {', '.join(pools)})")
     resources["resource_pool"] = pool
+    # Parse what will be stored exactly as activate will, so nothing it checks is left for later.
+    _check_searcher(settings, parse_experiment_config(cfg))
+    return cfg
+
+
+def prepare(settings: MasterSettings, raw_config: Any, model_definition: Any) -> Prepared:
+    """Everything CPU-heavy about a create, with no I/O: run it off the event loop."""
+    try:
+        raw, text = _read(settings, raw_config)
+        cfg = _final_config(settings, raw)
+    except ConfigError as e:
+        raise _invalid(e) from e
+    except RecursionError as e:  # a guard: depth is bounded before anything recursive runs
+        raise BadRequest("invalid experiment config: nested too deeply") from e
+    archive, digest = build_archive(model_definition)
+    return Prepared(cfg, text, archive, digest)
+
+
+def _check_shape(rt: MasterRuntime, cfg: dict) -> None:
     from controlplane.master.services.jobs import shape_problem
 
-    problem = shape_problem(rt, pool, int(resources.get("slots_per_trial", 1)))
+    resources = cfg["resources"]
+    problem = shape_problem(rt, resources["resource_pool"], int(resources.get("slots_per_trial", 1)))
     if problem:
         raise BadRequest(f"invalid experiment config: resources.slots_per_trial: {problem}")
-    return cfg, text
 
 
-async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: dict) -> tuple[Experiment, bool]:
+async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> tuple[Experiment, bool]:
     """Returns (experiment, saved). With validateOnly nothing is stored."""
-    cfg, text = validated_config(rt, body)
-    archive, digest = build_archive(field(body, "modelDefinition", []))
-    activate = field(body, "activate", True)
+    prepared = await anyio.to_thread.run_sync(
+        prepare, rt.settings, body_field(body, "config"), body_field(body, "modelDefinition", []))
+    cfg = prepared.cfg
+    _check_shape(rt, cfg)  # reads the live agent connections: on the loop
+    activate = body_field(body, "activate", True)
     if activate is None:
         activate = True
+    if not isinstance(activate, bool):
+        raise BadRequest(f"activate: must be true or false, got {activate!r}")
     exp = Experiment(
         name=cfg.get("name") or "experiment", description=cfg.get("description") or "",
         labels=list(cfg.get("labels") or []), state=E.ACTIVE if activate else E.PAUSED,
-        config=cfg, original_config=text, owner_id=user.id, searcher_type=cfg["searcher"]["name"],
-        searcher_state=None, model_definition=archive, context_hash=digest,
+        config=cfg, original_config=prepared.text, owner_id=user.id, searcher_type=cfg["searcher"]["name"],
+        searcher_state=None, model_definition=prepared.archive, context_hash=prepared.digest,
         resource_pool=cfg["resources"]["resource_pool"], job_id=str(uuid.uuid4()), progress=0.0,
         priority=cfg["resources"].get("priority"), weight=float(cfg["resources"].get("weight") or 1.0),
         max_slots=cfg["resources"].get("max_slots"), queue_position=time.time(),
         archived=False, notes="", start_time=utcnow(),
     )
-    if field(body, "validateOnly", False):
+    if body_field(body, "validateOnly", False):
         exp.id = 0
         return exp, False
     async with rt.orchestrator.transaction() as session:
