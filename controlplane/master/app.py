@@ -46,6 +46,13 @@ def _internal_error(request: Request, exc: Exception) -> Response:
     return Response(error_body("internal error; the master log has the details", 500), status_code=500)
 
 
+def _too_deep(request: Request, exc: RecursionError) -> Response:
+    """A JSON body nested past the decoder's depth (``[[[[...]]]]``): the caller's input, not a bug."""
+    log.warning("refused %s %s: nested too deeply (%s)", request.method, request.url.path, exc)
+    message = "request body: nested too deeply"
+    return Response(error_body(message, 400), status_code=400)
+
+
 async def _bootstrap(rt: MasterRuntime) -> None:
     rt.settings.data_dir.mkdir(parents=True, exist_ok=True)
     await upgrade_to_head(rt.engine)
@@ -104,7 +111,8 @@ def create_app(settings: MasterSettings) -> Litestar:
         route_handlers=routes.ALL,
         guards=[authorize_route],
         lifespan=[lifespan],
-        exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error},
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error, RecursionError: _too_deep,
+                            Exception: _internal_error},
         openapi_config=OpenAPIConfig(title="controlplane master", version=__version__, path="/docs"),
         request_max_body_size=200 * 1024 * 1024,
         debug=False,

@@ -40,6 +40,8 @@ CASES = [
     ("post", "/metrics/batch", {"reports": [report("validation", 1, {"loss": None})]}, 400, ["cannot be null"]),
     ("post", "/metrics/batch", {"reports": [{**report("training", 1, {}), "metrics": DEEP}]}, 400,
      ["avgMetrics.x", "nested"]),
+    ("post", "/metrics/batch", b'{"reports": [{"group": "training", "stepsCompleted": 1, "metrics": {"avgMetrics": '
+     b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}}]}", 400, ["nested too deeply"]),
     ("post", "/metrics/batch", {"reports": [{**report("training", 1, {}), "metrics": {"avgMetrics": [1]}}]}, 400,
      ["reports[0].metrics.avgMetrics"]),
     ("post", "/metrics", {"metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {}}}}, 400, ["group"]),
