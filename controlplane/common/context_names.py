@@ -30,11 +30,12 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 class BadContextEntry(ValueError):
-    """An entry the rules refuse; ``name`` is the entry's path as given."""
+    """An entry the rules refuse; ``name`` is the entry's path as given, ``index`` its position."""
 
-    def __init__(self, name: str, problem: str) -> None:
+    def __init__(self, name: str, problem: str, index: int | None = None) -> None:
         self.name = name
         self.problem = problem
+        self.index = index
         super().__init__(f"{name!r}: {problem}")
 
 
@@ -115,22 +116,23 @@ def check_entries(entries: Iterable[Entry]) -> None:
     entries = list(entries)
     if len(entries) > MAX_ENTRIES:
         raise BadContextEntry("", f"the context has {len(entries)} entries, over the limit of {MAX_ENTRIES}")
-    for e in entries:
+    for i, e in enumerate(entries):
         problem = name_problem(e.name)
         if problem:
-            raise BadContextEntry(e.name, problem)
+            raise BadContextEntry(e.name, problem, i)
     links = {e.name for e in entries if e.kind == SYMLINK}
-    for e in entries:
+    for i, e in enumerate(entries):
         if e.kind == SYMLINK:
             problem = target_problem(e.name, e.target, links)
             if problem:
-                raise BadContextEntry(e.name, problem)
+                raise BadContextEntry(e.name, problem, i)
     # Sorted with '/' as the lowest character, every path under `x/` comes right after `x`.
-    ordered = sorted(entries, key=lambda e: e.name.replace("/", "\x00"))
-    for prev, cur in zip(ordered, ordered[1:]):
+    ordered = sorted(range(len(entries)), key=lambda i: entries[i].name.replace("/", "\x00"))
+    for p, c in zip(ordered, ordered[1:]):
+        prev, cur = entries[p], entries[c]
         if cur.name == prev.name:
-            raise BadContextEntry(cur.name, "appears twice")
+            raise BadContextEntry(cur.name, "appears twice", max(p, c))
         if prev.kind != DIRECTORY and cur.name.startswith(prev.name + "/"):
             what = "a link" if prev.kind == SYMLINK else "a file"
-            raise BadContextEntry(prev.name, f"is {what}, but {cur.name!r} needs it to be a directory")
+            raise BadContextEntry(prev.name, f"is {what}, but {cur.name!r} needs it to be a directory", p)
 

@@ -25,6 +25,8 @@ async def read_json(request: Request, *, default: Any = None) -> Any:
         return _decoder.decode(body)
     except msgspec.DecodeError as e:
         raise BadRequest(f"request body is not valid JSON: {e}") from e
+    except RecursionError as e:  # msgspec's own depth limit (about 1,000 levels)
+        raise BadRequest("request body is nested too deeply") from e
 
 
 def field(body: dict, camel: str, default: Any = None) -> Any:

@@ -77,8 +77,7 @@ def _check(entries: list) -> list[tuple[Any, names.Entry, int]]:
     try:
         names.check_entries(record for _, record, _ in checked)
     except names.BadContextEntry as e:
-        index = next((i for i, (_, r, _) in enumerate(checked) if r.name == e.name), None)
-        where = f"modelDefinition[{index}].path" if index is not None and e.name else "modelDefinition"
+        where = "modelDefinition" if e.index is None else f"modelDefinition[{e.index}].path"
         raise BadRequest(f"{where}: {e}" if e.name else f"{where}: {e.problem}") from e
     return checked
 
