@@ -23,7 +23,7 @@ class SearcherOperation:
         self._completed = False
 
     def report_progress(self, length: float) -> None:
-        """``length`` units done of ``self.length``: POST progress {"progress": min(1, x/len), "is_raw": true}."""
+        """``length`` units done of ``self.length``: POST progress {"progress": min(1, x/len), "isRaw": true}."""
         if self._session is None or self._trial_id is None:
             return
         progress = min(1.0, max(0.0, float(length) / self.length)) if self.length else 1.0

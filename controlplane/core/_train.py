@@ -68,7 +68,7 @@ class TrainContext:
         self.report_metrics("validation", steps_completed, metrics)
 
     def report_progress(self, progress: float) -> None:
-        """Fraction done in [0, 1]: POST /api/v1/trials/{id}/progress {"progress": x, "is_raw": true}."""
+        """Fraction done in [0, 1]: POST /api/v1/trials/{id}/progress {"progress": x, "isRaw": true}."""
         progress = float(progress)
         if math.isnan(progress) or not 0 <= progress <= 1:
             raise ValueError(f"progress must be between 0 and 1, got {progress}")

@@ -10,9 +10,9 @@ trial's old copy therefore never writes beside the new one, however late its req
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, exists, select, update
+from sqlalchemy import ColumnElement, CursorResult, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.master.authz import Action, Rule, require_owner, rule_for
@@ -38,8 +38,8 @@ def _conditions(principal: Principal, action: Action) -> list[ColumnElement[bool
 async def update_trial(session: AsyncSession, principal: Principal, trial_id: int, values: dict[str, Any],
                        action: Action = Action.TASK_REPORT) -> None:
     """UPDATE the trial if ``principal`` may write into it now; otherwise 404/403/409 saying why."""
-    result = await session.execute(
-        update(Trial).where(Trial.id == trial_id, *_conditions(principal, action)).values(**values))
+    result = cast(CursorResult, await session.execute(
+        update(Trial).where(Trial.id == trial_id, *_conditions(principal, action)).values(**values)))
     if result.rowcount == 0:
         await refuse(session, principal, trial_id, action)
 

@@ -21,6 +21,8 @@ from typing import Annotated, Any
 
 import msgspec
 from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
@@ -160,13 +162,11 @@ async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str,
     return hit
 
 
-def _insert_ignoring_repeats(session: AsyncSession):  # noqa: ANN202
-    if session.bind.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert(Metric).on_conflict_do_nothing(
-        index_elements=["trial_id", "trial_run_id", "metric_group", "steps_completed"])
+def _insert_ignoring_repeats(session: AsyncSession) -> Any:
+    keys = ["trial_id", "trial_run_id", "metric_group", "steps_completed"]
+    if session.get_bind().dialect.name == "postgresql":
+        return pg_insert(Metric).on_conflict_do_nothing(index_elements=keys)
+    return sqlite_insert(Metric).on_conflict_do_nothing(index_elements=keys)
 
 
 def _run_id(principal: Principal, reports: list[Report]) -> int:

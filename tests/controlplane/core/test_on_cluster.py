@@ -144,8 +144,8 @@ def test_searcher_and_progress(fake_master, on_cluster):
         fake_master.best_metric = 0.125
         assert ctx.train.get_experiment_best_validation() == 0.125
     progress = [r.body for r in fake_master.calls("POST", "/api/v1/trials/7/progress")]
-    assert progress == [{"progress": 0.5, "is_raw": True}, {"progress": 1.0, "is_raw": True},
-                        {"progress": 0.25, "is_raw": True}]
+    assert progress == [{"progress": 0.5, "isRaw": True}, {"progress": 1.0, "isRaw": True},
+                        {"progress": 0.25, "isRaw": True}]
 
 
 def _completed(ops):

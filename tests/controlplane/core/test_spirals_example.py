@@ -44,7 +44,7 @@ def test_on_cluster_then_resume(tmp_path, fake_master):
     assert (storage / "ckpts" / report["uuid"] / "state.pt").exists()
     groups = [(r["group"], r["stepsCompleted"]) for r in fake_master.metric_reports()]
     assert ("validation", 100) in groups and ("training", 100) in groups
-    assert fake_master.calls("POST", "/api/v1/trials/7/progress")[-1].body == {"progress": 1.0, "is_raw": True}
+    assert fake_master.calls("POST", "/api/v1/trials/7/progress")[-1].body == {"progress": 1.0, "isRaw": True}
 
     write_info(tmp_path / "info", fake_master.url, experiment_config(storage, {"batches": 200}),
                latest_checkpoint=report["uuid"], steps_completed=100)

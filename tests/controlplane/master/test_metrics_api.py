@@ -58,7 +58,7 @@ async def test_single_report_in_determined_shape(api):
     body = {"group": "validation", "metrics": {"trialId": tid, "trialRunId": 1, "stepsCompleted": 10,
                                                "reportTime": None, "metrics": {"avgMetrics": {"loss": 0.5}}}}
     assert (await api.post(f"/api/v1/trials/{tid}/metrics", json=body, headers=h)).status_code == 200
-    assert (await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 0.5, "is_raw": True}, headers=h)).status_code == 200
+    assert (await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 0.5, "isRaw": True}, headers=h)).status_code == 200
     r = await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 3}, headers=h)
     assert r.status_code == 400 and "progress" in r.json()["message"]
     trial = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]
