@@ -110,9 +110,11 @@ def parse_one(raw: Any, path: str) -> Hparam:
             raise ConfigError(f.join(path, "val"), "required")
         return Const(raw["val"])
     if kind == "int":
-        return IntRange(*_range(raw, path, f.integer), _count(raw, path))
+        lo, hi = _range(raw, path, f.integer)
+        return IntRange(lo, hi, _count(raw, path))
     if kind == "double":
-        return DoubleRange(*_range(raw, path, f.number), _count(raw, path))
+        lo, hi = _range(raw, path, f.number)
+        return DoubleRange(lo, hi, _count(raw, path))
     if kind == "log":
         base = f.number(raw.get("base", 10), f.join(path, "base"), positive=True)
         lo, hi = _range(raw, path, f.number)

@@ -41,7 +41,7 @@ def too_deep(path: str, limits: Limits) -> ConfigError:
 
 def _scalar_size(value: Any, path: str) -> int:
     if value is None or isinstance(value, bool):
-        return 5
+        return 4
     if isinstance(value, str):
         if "\x00" in value:
             raise ConfigError(path, "must not contain a NUL character")
@@ -49,11 +49,11 @@ def _scalar_size(value: Any, path: str) -> int:
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
             raise ConfigError(path, "integer out of range (must fit in 64 bits)")
-        return 20
+        return len(str(value))
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ConfigError(path, f"must be a finite number, got {value} (JSON cannot carry NaN or infinity)")
-        return 24
+        return len(repr(value))
     raise ConfigError(path, f"must be a string, number, boolean, null, list or mapping, got "
                             f"{type(value).__name__} (quote the value to make it a string)")
 

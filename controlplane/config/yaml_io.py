@@ -48,6 +48,8 @@ class _BoundedLoader(yaml.SafeLoader):
             raise too_deep(self._where(self.peek_event().start_mark), self.limits)
         node = super().compose_node(parent, index)
         self.depth -= 1
+        if node is None:  # pragma: no cover - the composer always returns a node here
+            raise ConfigError("", f"{self.source}: empty YAML node")
         if isinstance(node, MappingNode):
             children = [c for pair in node.value for c in pair]
         elif isinstance(node, SequenceNode):

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controlplane.config.errors import ConfigError
 from controlplane.master.pools import PoolConfig, parse_pools
 

@@ -54,6 +54,8 @@ def _axis_length(hp: Hparam, path: str) -> int:
         return 1
     if isinstance(hp, Categorical):
         return len(hp.vals)
+    if isinstance(hp, dict):
+        raise TypeError(f"{path} is a group, not an axis")
     if hp.count is None:
         raise ConfigError(f"hyperparameters.{path}.count", "required by the grid searcher")
     if isinstance(hp, IntRange):
@@ -66,6 +68,8 @@ def _axis(hp: Hparam, path: str) -> list:
         return [hp.val]
     if isinstance(hp, Categorical):
         return list(hp.vals)
+    if isinstance(hp, dict):
+        raise TypeError(f"{path} is a group, not an axis")
     n = _axis_length(hp, path)
     if isinstance(hp, IntRange):
         if n == 1:
