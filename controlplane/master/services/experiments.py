@@ -99,6 +99,10 @@ def _final_config(settings: MasterSettings, raw: dict) -> dict:
     if pool not in pools:
         raise ConfigError("resources.resource_pool", f"unknown pool {pool!r} (pools: {', '.join(pools)})")
     resources["resource_pool"] = pool
+    max_slots, slots = resources.get("max_slots"), resources.get("slots_per_trial", 1)
+    if max_slots is not None and slots > max_slots:
+        raise ConfigError("resources.max_slots", f"{max_slots} is fewer than slots_per_trial ({slots}): "
+                                                 "no trial could ever be scheduled")
     # Parse what will be stored exactly as activate will, so nothing it checks is left for later.
     _check_searcher(settings, parse_experiment_config(cfg))
     return cfg

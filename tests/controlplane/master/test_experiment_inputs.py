@@ -105,6 +105,11 @@ async def test_a_searcher_that_would_start_unbounded_trials_is_refused(api):
     await _refused(api, 400, "searcher.max_concurrent_trials", "1000000 trials at once", config=config)
 
 
+async def test_max_slots_below_the_gang_size_is_refused(api):
+    config = {**CONFIG, "resources": {"slots_per_trial": 4, "max_slots": 2}}
+    await _refused(api, 400, "resources.max_slots", "fewer than slots_per_trial", config=config)
+
+
 async def test_paused_experiment_activates_after_create(api):
     r = await _create(api, CONFIG, activate=False)
     assert r.status_code == 200, r.text
