@@ -77,13 +77,13 @@ class TrainContext:
                                json={"progress": progress, "isRaw": True})
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
-        """Tells the master the trial stops on purpose (400 = already reported, ignored)."""
+        """Tells the master the trial stops on purpose (409 = another reason was reported first, ignored)."""
         if self._session is None or self._trial_id is None:
             return
         try:
             self._session.post(f"/api/v1/trials/{self._trial_id}/early_exit", json={"reason": reason.value})
         except MasterError as e:
-            if e.status != 400:
+            if e.status not in (400, 409):
                 raise
 
     def get_experiment_best_validation(self) -> float | None:
