@@ -19,7 +19,7 @@ DEEP = {"avgMetrics": {"x": _nested(40)}}
 
 # (method, path under the trial / allocation, body (json, or bytes sent as is), status, words the answer names)
 CASES = [
-    ("post", "/metrics/batch", b"[1, 2]", 400, ["data", "object"]),
+    ("post", "/metrics/batch", b"[1, 2]", 400, ["object"]),
     ("post", "/metrics/batch", b"{not json", 400, []),
     ("post", "/metrics/batch", {"reports": "x"}, 400, ["reports"]),
     ("post", "/metrics/batch", {"reports": [report("a.b", 1, {})]}, 400, ["reports[0].group"]),
@@ -52,7 +52,7 @@ CASES = [
      400, ["validationMetrics.metrics.avgMetrics.a"]),
     ("post", "/progress", {"progress": 3}, 400, ["progress"]),
     ("post", "/progress", {"progress": "half"}, 400, ["progress"]),
-    ("post", "/progress", b"0.5", 400, ["data"]),
+    ("post", "/progress", b"0.5", 400, ["object"]),
     ("post", "/runner/metadata", {"state": 5}, 400, ["state"]),
     ("post", "/runner/metadata", {"state": "tra\x00ining"}, 400, ["state"]),
     ("post", "/early_exit", {"reason": 5}, 400, ["reason"]),
@@ -84,10 +84,10 @@ TASK_LOG_CASES = [
     ({"logs": [{"log": "x", "stdtype": "std\x00out"}]}, 400, ["logs[0].stdtype"]),
     ({"logs": [{"log": "x", "taskId": "t\x00"}]}, 400, ["logs[0].taskId"]),
     ({"logs": [{"log": "x", "agentId": "a" * 300}]}, 400, ["logs[0].agentId"]),
-    (b"[]", 400, ["data"]),
+    (b"[]", 400, ["object"]),
 ]
 ALLOCATION_CASES = [
-    ("post", "/signals/ack_preemption", b"[]", 400, ["data"]),
+    ("post", "/signals/ack_preemption", b"[]", 400, ["object"]),
     ("post", "/acceleratorData", {"acceleratorData": {"acceleratorUuids": [1]}}, 400,
      ["acceleratorData.acceleratorUuids"]),
     ("get", "/signals/preemption?timeout_seconds=-1", None, 400, ["timeout_seconds"]),
