@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
-from litestar.openapi import OpenAPIConfig
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.api import routes
+from controlplane.master.api import docs, routes
 from controlplane.master.api.auth_guard import authorize_route
 from controlplane.master.db.engine import make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
@@ -22,6 +22,7 @@ from controlplane.master.errors import ApiError, error_body
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
 from controlplane.master.settings import MasterSettings
+from controlplane.state.machine import IllegalTransition
 from controlplane.version import __version__
 
 log = logging.getLogger("controlplane.master")
@@ -31,14 +32,45 @@ def _api_error(_: Request, exc: ApiError) -> Response:
     return Response(error_body(exc.message, exc.status), status_code=exc.status)
 
 
+_MISSING = re.compile(r"^Object missing required field `([^`]*)`")
+_BODY_DECODE_ERRORS = ("JSON is malformed", "Number out of range", "Expected ", "Object contains", "Input data")
+
+
+def _field_message(e: object) -> str:
+    """One of Litestar's validation errors ({message, key, source}) as "field: rule"."""
+    if not isinstance(e, dict):
+        return str(e)
+    key, message, source = e.get("key"), str(e.get("message", "")), e.get("source")
+    missing = _MISSING.match(message)
+    if missing:  # msgspec: "Object missing required field `name`"
+        parent = "" if key in (None, "", "data") else f"{key}."
+        return f"{parent}{missing.group(1)}: required"
+    if source == "body" and key in (None, "", "data"):
+        if message in ("'data'", "data"):
+            return "request body: required"
+        if message.startswith("Expected `object"):
+            got = message.rpartition("got ")[2].strip("`")
+            return f"request body: must be a JSON object, got {got}"
+        return f"request body: {message}"
+    return f"{key}: {message}" if key else message
+
+
 def _http_error(_: Request, exc: HTTPException) -> Response:
-    detail = exc.detail
+    """Litestar's own 4xx (validation, routing): the message names the field, never a traceback."""
+    detail = str(exc.detail)
     extra = getattr(exc, "extra", None)
     if extra and isinstance(extra, list):
-        detail = f"{detail}: " + "; ".join(
-            (f"{e['key']}: " if e.get("key") else "") + str(e.get("message", e)) if isinstance(e, dict) else str(e)
-            for e in extra)
-    return Response(error_body(str(detail), exc.status_code), status_code=exc.status_code)
+        detail = "; ".join(_field_message(e) for e in extra)
+    elif exc.status_code == 400 and detail.startswith(_BODY_DECODE_ERRORS):
+        detail = f"request body: {detail}"
+    return Response(error_body(detail, exc.status_code), status_code=exc.status_code)
+
+
+def _illegal_transition(request: Request, exc: IllegalTransition) -> Response:
+    """A state change the state machine does not allow (a race the handler's own check missed)."""
+    log.warning("refused %s %s: %s", request.method, request.url.path, exc)
+    message = f"state: {exc.machine} is {exc.from_state}; it cannot become {exc.to_state}"
+    return Response(error_body(message, 409), status_code=409)
 
 
 def _internal_error(request: Request, exc: Exception) -> Response:
@@ -108,12 +140,13 @@ def create_app(settings: MasterSettings) -> Litestar:
             await stop_runtime(rt)
 
     app = Litestar(
-        route_handlers=routes.ALL,
+        route_handlers=[*routes.ALL, *docs.asset_routers()],
         guards=[authorize_route],
         lifespan=[lifespan],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, RecursionError: _too_deep,
+                            IllegalTransition: _illegal_transition,
                             Exception: _internal_error},
-        openapi_config=OpenAPIConfig(title="controlplane master", version=__version__, path="/docs"),
+        openapi_config=docs.openapi_config("controlplane master", __version__),
         request_max_body_size=200 * 1024 * 1024,
         debug=False,
     )

@@ -1,9 +1,9 @@
 """`GET /checkpoints/{uuid}`: a checkpoint as a tar.gz stream, for clients that cannot reach its
-storage (`det checkpoint download --mode master`, Determined's route outside /api/v1)."""
+storage (`det checkpoint download --mode master`, Determined's route outside /api/v1).
+
+Users may download any checkpoint (VIEW); a task token only its own experiment's."""
 
 from __future__ import annotations
-
-from controlplane.master.authz import Action, opt
 
 import asyncio
 import shutil
@@ -15,7 +15,9 @@ from litestar import Request, get
 from litestar.background_tasks import BackgroundTask
 from litestar.response import File
 
-from controlplane.master.api.auth_guard import current_user, runtime_of
+from controlplane.master.api.auth_guard import principal_of, runtime_of
+from controlplane.master.api.params import CheckpointUuid
+from controlplane.master.authz import Action, opt
 from controlplane.master.errors import ApiError, NotFound
 from controlplane.master.services import checkpoint_gc as gc
 from controlplane.master.services import checkpoints as svc
@@ -43,10 +45,9 @@ def _pack(rt, storage_config: dict, uuid: str, work: Path) -> Path:  # noqa: ANN
 
 
 @get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", opt=opt(Action.VIEW, "body"), tags=["checkpoints"])
-async def download(request: Request, ckpt_uuid: str) -> File:
-    await current_user(request)
+async def download(request: Request, ckpt_uuid: CheckpointUuid) -> File:
     rt = runtime_of(request)
-    ckpt, _config, _ = await svc.get_checkpoint(rt, ckpt_uuid)
+    ckpt, _config, _ = await svc.get_checkpoint(rt, principal_of(request), ckpt_uuid)
     if ckpt.state in (gc.DELETED, gc.DELETING):
         raise NotFound(f"checkpoint {ckpt_uuid} was deleted ({ckpt.delete_reason or 'no reason recorded'})")
     work = Path(tempfile.mkdtemp(prefix="det-ckpt-"))

@@ -1,20 +1,25 @@
-"""Experiments: create, list, get, trials, pause/activate/kill, model definition."""
+"""Experiments: create, list, get, trials, pause/activate/kill, model definition.
+
+Changing an experiment (pause, activate, kill, cancel) and reading its code (the model
+definition) need its owner or an admin; configs in answers are redacted (``serializers``).
+"""
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
-
 import base64
+from typing import Any
 
 from litestar import Request, get, post
 from sqlalchemy import func, select
 
 from controlplane.common.floats import decode_nonfinite
-from controlplane.master.api.auth_guard import current_user, runtime_of, user_or_task
-from controlplane.master.api.requests import path_int, read_json
-from controlplane.master.api.serializers import experiment_json, pagination, trial_json
+from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
+from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, TrialId, page_limit
+from controlplane.master.api.serializers import config_json, experiment_json, pagination, trial_json
+from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Metric, Trial, User
-from controlplane.master.errors import NotFound
+from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
 
 
@@ -29,23 +34,23 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"], status_code=200)
-async def create(request: Request) -> dict:
-    user = await current_user(request)
-    body = await read_json(request)
+async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
+    user = user_of(request)
     rt = runtime_of(request)
-    exp, saved = await create_experiment(rt, user, body)
+    exp, saved = await create_experiment(rt, user, data)
     trial_ids: list[int] = []
     if saved:
         async with rt.sessions() as session:
             exp, _, trial_ids = await _load(session, exp.id)
-    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": exp.config, "warnings": []}
+    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": config_json(exp), "warnings": []}
 
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
-async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
-                           archived: bool | None = None) -> dict:
-    await current_user(request)
+async def list_experiments(request: Request, limit: ListLimit = 200, offset: ListOffset = 0,
+                           archived: bool | None = None) -> dict[str, Any]:
     users = request.query_params.getall("users", [])
+    if any("\x00" in u or len(u) > 255 for u in users):
+        raise BadRequest("users: a username has at most 255 characters and no NUL")
     rt = runtime_of(request)
     async with rt.sessions() as session:
         q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
@@ -54,7 +59,7 @@ async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
         if users:
             q = q.where(User.username.in_(users))
         total = await session.scalar(select(func.count()).select_from(q.subquery()))
-        rows = (await session.execute(q.order_by(Experiment.id).offset(offset).limit(max(limit, 0) or None))).all()
+        rows = (await session.execute(q.order_by(Experiment.id).offset(offset).limit(page_limit(limit)))).all()
         ids = [e.id for e, _ in rows]
         trials: dict[int, list[int]] = {i: [] for i in ids}
         if ids:
@@ -65,12 +70,11 @@ async def list_experiments(request: Request, limit: int = 200, offset: int = 0,
             "pagination": pagination(offset, limit, total or 0, len(rows))}
 
 
-@get("/api/v1/experiments/{exp_id:str}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
-async def get_experiment(request: Request, exp_id: str) -> dict:
-    await current_user(request)
+@get("/api/v1/experiments/{exp_id:int}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
+async def get_experiment(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
-        exp, username, trial_ids = await _load(session, path_int(exp_id, "id"))
-    return {"experiment": experiment_json(exp, username, trial_ids), "jobSummary": None, "config": exp.config}
+        exp, username, trial_ids = await _load(session, exp_id)
+    return {"experiment": experiment_json(exp, username, trial_ids), "jobSummary": None, "config": config_json(exp)}
 
 
 async def _validation_summaries(session, trial_ids: list[int], metric: str, smaller: bool) -> tuple[dict, dict]:  # noqa: ANN001
@@ -100,21 +104,16 @@ async def _validation_summaries(session, trial_ids: list[int], metric: str, smal
     return best, latest
 
 
-@get("/api/v1/experiments/{exp_id:str}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW), tags=["experiments"])
-async def experiment_trials(request: Request, exp_id: str, offset: int = 0, limit: int = 0) -> dict:
-    await current_user(request)
-    eid = path_int(exp_id, "experimentId")
+@get("/api/v1/experiments/{exp_id:int}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW), tags=["experiments"])
+async def experiment_trials(request: Request, exp_id: ExperimentId, offset: ListOffset = 0,
+                            limit: ListLimit = 0) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
-        exp = await session.get(Experiment, eid)
+        exp = await session.get(Experiment, exp_id)
         if exp is None:
-            raise NotFound(f"experiment {eid} not found")
-        q = select(Trial).where(Trial.experiment_id == eid).order_by(Trial.id)
+            raise NotFound(f"experiment {exp_id} not found")
+        q = select(Trial).where(Trial.experiment_id == exp_id).order_by(Trial.id)
         total = await session.scalar(select(func.count()).select_from(q.subquery()))
-        if offset:
-            q = q.offset(offset)
-        if limit > 0:
-            q = q.limit(limit)
-        trials = list((await session.scalars(q)).all())
+        trials = list((await session.scalars(q.offset(offset).limit(page_limit(limit)))).all())
         s = exp.config.get("searcher") or {}
         best, latest = await _validation_summaries(session, [t.id for t in trials], s.get("metric", ""),
                                                    bool(s.get("smaller_is_better", True)))
@@ -122,29 +121,35 @@ async def experiment_trials(request: Request, exp_id: str, offset: int = 0, limi
             "pagination": pagination(offset, limit or len(trials), total or 0, len(trials))}
 
 
-@get("/api/v1/trials/{trial_id:str}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def get_trial(request: Request, trial_id: str) -> dict:
-    await user_or_task(request)
-    tid = path_int(trial_id, "trialId")
+@get("/api/v1/trials/{trial_id:int}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
+async def get_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
-        trial = await session.get(Trial, tid)
+        trial = await session.get(Trial, trial_id)
         if trial is None:
-            raise NotFound(f"trial {tid} not found")
+            raise NotFound(f"trial {trial_id} not found")
         exp = await session.get(Experiment, trial.experiment_id)
         s = exp.config.get("searcher") or {}
-        best, latest = await _validation_summaries(session, [tid], s.get("metric", ""),
+        best, latest = await _validation_summaries(session, [trial_id], s.get("metric", ""),
                                                    bool(s.get("smaller_is_better", True)))
-    return {"trial": trial_json(trial, exp.config, best.get(tid), latest.get(tid))}
+    return {"trial": trial_json(trial, exp.config, best.get(trial_id), latest.get(trial_id))}
+
+
+async def owned_experiment(request: Request, exp_id: int, action: Action) -> Experiment:
+    """The experiment, if the caller may ``action`` it (its owner or an admin), else 404/403."""
+    async with runtime_of(request).sessions() as session:
+        exp = await session.get(Experiment, exp_id)
+    if exp is None:
+        raise NotFound(f"experiment {exp_id} not found")
+    require_owner(principal_of(request), action, exp.owner_id, f"experiment {exp_id}")
+    return exp
 
 
 def _action(name: str, operation_id: str, method_name: str):  # noqa: ANN202
-    @post(f"/api/v1/experiments/{{exp_id:str}}/{name}", operation_id=operation_id, tags=["experiments"],
-          opt=opt(Action.EDIT),
-          status_code=200, name=f"experiment-{name}")
-    async def handler(request: Request, exp_id: str) -> dict:
-        await current_user(request)
-        rt = runtime_of(request)
-        await getattr(rt.orchestrator, method_name)(path_int(exp_id, "id"))
+    @post(f"/api/v1/experiments/{{exp_id:int}}/{name}", operation_id=operation_id, tags=["experiments"],
+          opt=opt(Action.EDIT), status_code=200, name=f"experiment-{name}")
+    async def handler(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+        await owned_experiment(request, exp_id, Action.EDIT)
+        await getattr(runtime_of(request).orchestrator, method_name)(exp_id)
         return {}
 
     return handler
@@ -156,11 +161,7 @@ kill = _action("kill", "KillExperiment", "kill")
 cancel = _action("cancel", "CancelExperiment", "kill")
 
 
-@get("/api/v1/experiments/{exp_id:str}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN), tags=["experiments"])
-async def model_def(request: Request, exp_id: str) -> dict:
-    await current_user(request)
-    async with runtime_of(request).sessions() as session:
-        exp = await session.get(Experiment, path_int(exp_id, "id"))
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}
+@get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN), tags=["experiments"])
+async def model_def(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+    exp = await owned_experiment(request, exp_id, Action.READ_OWN)
+    return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
+from typing import Any
 
 from litestar import Request, get
 
 from controlplane.master.api.auth_guard import runtime_of
+from controlplane.master.authz import Action, opt
 from controlplane.version import __version__
 
 
 @get("/info", operation_id="GetInfo", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_info(request: Request) -> dict:
+async def get_info(request: Request) -> dict[str, Any]:
     rt = runtime_of(request)
     return {
         "version": __version__,
@@ -24,7 +25,7 @@ async def get_info(request: Request) -> dict:
 
 
 @get("/api/v1/master", operation_id="GetMaster", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_master(request: Request) -> dict:
+async def get_master(request: Request) -> dict[str, Any]:
     rt = runtime_of(request)
     return {
         "version": __version__,

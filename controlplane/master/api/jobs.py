@@ -1,28 +1,33 @@
-"""Resource pools and the job queue (reference §3: `det job`, `det resource-pool`, `det e set`)."""
+"""Resource pools and the job queue (reference §3: `det job`, `det resource-pool`, `det e set`).
+
+Changing a job (its queue place, priority, weight, pool) or an experiment's settings needs its
+owner or an admin; a batch of queue changes is checked whole before any is applied.
+"""
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
-
 import time
+from typing import Any
 
+import msgspec
 from litestar import Request, get, patch, post
 from sqlalchemy import select
 
-from controlplane.master.api.auth_guard import current_user, runtime_of
-from controlplane.master.api.requests import path_int, read_json
-from controlplane.master.api.serializers import experiment_json, pagination
+from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.autoscaler_json import describe_json
+from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, OrderBy, ResourcePoolQuery, page_limit
+from controlplane.master.api.serializers import experiment_json, pagination
+from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Instance, Trial, User
-from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.errors import NotFound
 from controlplane.master.services import jobs as svc
+from controlplane.master.services.experiment_requests import PatchExperimentRequest
 
 SCHEDULER_TYPES = {"priority": "SCHEDULER_TYPE_PRIORITY", "fair_share": "SCHEDULER_TYPE_FAIR_SHARE"}
 
 
 @get("/api/v1/resource-pools", operation_id="GetResourcePools", opt=opt(Action.VIEW), tags=["cluster"])
-async def resource_pools(request: Request) -> dict:
-    await current_user(request)
+async def resource_pools(request: Request) -> dict[str, Any]:
     rt = runtime_of(request)
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt)
@@ -45,68 +50,59 @@ async def resource_pools(request: Request) -> dict:
 
 
 @get("/api/v1/job-queues-v2", operation_id="GetJobsV2", opt=opt(Action.VIEW), tags=["jobs"])
-async def jobs_v2(request: Request, limit: int = 100, offset: int = 0) -> dict:
-    await current_user(request)
+async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset = 0,
+                  resource_pool: ResourcePoolQuery = None, order_by: OrderBy = None) -> dict[str, Any]:
     rt = runtime_of(request)
-    pool = request.query_params.get("resourcePool") or None
+    pool = resource_pool or None
     if pool is not None and rt.settings.pool(pool) is None:
-        raise NotFound(f"pool {pool!r} not found")
+        raise NotFound(f"resourcePool: pool {pool!r} not found")
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt, pool)
     jobs = [{"full": svc.job_json(row, rt, ahead)} for ahead, row in enumerate(rows)]
-    if request.query_params.get("orderBy") == "ORDER_BY_DESC":
+    if order_by == "ORDER_BY_DESC":
         jobs.reverse()
-    page = jobs[offset:offset + limit] if limit > 0 else jobs[offset:]
+    page = jobs[offset:offset + page_limit(limit)]
     return {"jobs": page, "pagination": pagination(offset, limit, len(jobs), len(page))}
 
 
 @post("/api/v1/job-queues", operation_id="UpdateJobQueue", opt=opt(Action.EDIT), tags=["jobs"], status_code=200)
-async def update_job_queue(request: Request) -> dict:
-    await current_user(request)
-    body = await read_json(request)
-    updates = body.get("updates") if isinstance(body, dict) else None
-    if not isinstance(updates, list) or not updates:
-        raise BadRequest("updates: required (a list of job changes)")
+async def update_job_queue(request: Request, data: svc.UpdateJobQueueRequest) -> dict[str, Any]:
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
-        for i, update in enumerate(updates):
-            for alloc in await svc.apply_update(session, rt, update, f"updates[{i}]"):
-                rt.orchestrator.request_preemption(alloc, "moved to another resource pool")
+        to_preempt = await svc.apply_updates(session, rt, principal_of(request), data.updates)
+        for alloc in to_preempt:  # only once the whole batch has been applied
+            rt.orchestrator.request_preemption(alloc, "moved to another resource pool")
     rt.orchestrator.wake()
     return {}
 
 
-@patch("/api/v1/experiments/{exp_id:str}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
-async def patch_experiment(request: Request, exp_id: str) -> dict:
-    user = await current_user(request)
-    body = await read_json(request)
-    if not isinstance(body, dict):
-        raise BadRequest("body: must be an object")
-    body = body.get("experiment", body)  # {"experiment": {...}} as the generated client sends it
+@patch("/api/v1/experiments/{exp_id:int}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
+async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchExperimentRequest) -> dict[str, Any]:
+    body = data.patch()
     rt = runtime_of(request)
-    eid = path_int(exp_id, "id")
     async with rt.orchestrator.transaction() as session:
-        exp = await session.get(Experiment, eid)
+        exp = await session.get(Experiment, exp_id)
         if exp is None:
-            raise NotFound(f"experiment {eid} not found")
+            raise NotFound(f"experiment {exp_id} not found")
+        require_owner(principal_of(request), Action.EDIT, exp.owner_id, f"experiment {exp_id}")
         for key in ("name", "description", "notes"):
-            if isinstance(body.get(key), str):
-                setattr(exp, key, body[key])
-        if isinstance(body.get("labels"), list):
-            exp.labels = [str(x) for x in body["labels"]]
-        resources = body.get("resources") or {}
-        if not isinstance(resources, dict):
-            raise BadRequest("resources: must be an object")
-        if resources.get("priority") is not None:
-            exp.priority = svc.check_priority(rt, exp, resources["priority"], "resources.priority")
-        if resources.get("weight") is not None:
-            exp.weight = svc.check_weight(rt, exp, resources["weight"], "resources.weight")
-        if "maxSlots" in resources or "max_slots" in resources:
-            exp.max_slots = svc.check_max_slots(resources.get("maxSlots", resources.get("max_slots")),
-                                                "resources.maxSlots")
+            if getattr(body, key) is not None:
+                setattr(exp, key, getattr(body, key))
+        if body.labels is not None:
+            exp.labels = list(dict.fromkeys(body.labels))
+        resources = body.resources
+        if resources is not None:
+            if resources.priority is not None:
+                exp.priority = svc.check_priority(rt, exp, resources.priority, "resources.priority")
+            if resources.weight is not None:
+                exp.weight = svc.check_weight(rt, exp, resources.weight, "resources.weight")
+            if resources.max_slots is not msgspec.UNSET:
+                exp.max_slots = svc.check_max_slots(resources.max_slots, "resources.maxSlots")
+        if body.checkpoint_storage is not None:
+            exp.config = svc.with_gc_policy(exp.config, body.checkpoint_storage)
         await session.flush()
-        username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or user.username
-        trial_ids = list((await session.scalars(select(Trial.id).where(Trial.experiment_id == eid)
+        username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
+        trial_ids = list((await session.scalars(select(Trial.id).where(Trial.experiment_id == exp_id)
                                                 .order_by(Trial.id))).all())
         out = experiment_json(exp, username, trial_ids)
     rt.orchestrator.wake()
@@ -115,9 +111,8 @@ async def patch_experiment(request: Request, exp_id: str) -> dict:
 
 @get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler", opt=opt(Action.VIEW),
      tags=["cluster"])
-async def describe_pool(request: Request, pool_name: str) -> dict:
+async def describe_pool(request: Request, pool_name: str) -> dict[str, Any]:
     """Instances with state, age and agent; what the autoscaler plans next; why it is not scaling."""
-    await current_user(request)
     rt = runtime_of(request)
     pool = rt.settings.pool(pool_name)
     if pool is None:

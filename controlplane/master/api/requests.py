@@ -44,12 +44,14 @@ def expect_dict(value: Any, name: str) -> dict:
 
 
 def expect_int(value: Any, name: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, str) and value.lstrip("-").isdigit():
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 40:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise BadRequest(f"{name}: must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise BadRequest(f"{name}: must be >= {minimum}, got {value}")
+    if not -(2**63) <= value <= 2**63 - 1:
+        raise BadRequest(f"{name}: integer out of range (must fit in 64 bits)")
     return value
 
 
@@ -65,8 +67,16 @@ def parse_time(value: Any, name: str) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-def path_int(value: str, name: str) -> int:
-    try:
-        return int(value)
-    except ValueError as e:
-        raise BadRequest(f"{name}: must be an integer, got {value!r}") from e
+MAX_ID = 2**31 - 1  # ids are 32-bit columns: a larger one is no row, and PostgreSQL refuses it
+
+
+def path_int(value: str, name: str, *, minimum: int = 0, maximum: int = MAX_ID) -> int:
+    """A path or query integer, refused with a 400 naming ``name`` outside [minimum, maximum]."""
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    text = value.strip()
+    if not text.lstrip("-").isdigit() or len(text) > 40:
+        raise BadRequest(f"{name}: must be an integer from {minimum} to {maximum}, got {shown!r}")
+    number = int(text)
+    if not minimum <= number <= maximum:
+        raise BadRequest(f"{name}: must be an integer from {minimum} to {maximum}, got {shown}")
+    return number

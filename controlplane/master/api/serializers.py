@@ -1,4 +1,7 @@
-"""Rows -> the JSON shapes the Determined client reads (reference §2.3, §3, §5)."""
+"""Rows -> the JSON shapes the Determined client reads (reference §2.3, §3, §5).
+
+Every config an answer carries goes through ``redaction`` here: no secret leaves in an answer.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import TYPE_CHECKING
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
+from controlplane.master.redaction import redact_config, redact_yaml_text
 
 if TYPE_CHECKING:
     from controlplane.master.services.models import ModelView, VersionView
@@ -14,6 +18,11 @@ if TYPE_CHECKING:
 
 def pagination(offset: int, limit: int, total: int, count: int) -> dict:
     return {"offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + count, "total": total}
+
+
+def config_json(exp: Experiment) -> dict:
+    """The top-level ``config`` of create and get answers."""
+    return redact_config(exp.config)
 
 
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int]) -> dict:
@@ -24,8 +33,8 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int]) -> dic
         "labels": list(exp.labels or []),
         "state": f"STATE_{exp.state}",
         "archived": exp.archived,
-        "config": exp.config,
-        "originalConfig": exp.original_config,
+        "config": redact_config(exp.config),
+        "originalConfig": redact_yaml_text(exp.original_config, exp.config),
         "jobId": exp.job_id,
         "numTrials": len(trial_ids),
         "trialIds": trial_ids,
@@ -95,7 +104,7 @@ def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metric
         training = {
             "trialId": ckpt.trial_id,
             "experimentId": ckpt.experiment_id,
-            "experimentConfig": exp_config or {},
+            "experimentConfig": redact_config(exp_config or {}),
             "hparams": None,
             "trainingMetrics": {"avgMetrics": {}},
             "validationMetrics": {"avgMetrics": validation_metrics or {}},

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from controlplane.master.authz import Action, opt
-
 import base64
+from typing import Any
 
 from litestar import Request, get
 from sqlalchemy import select
 
-from controlplane.master.api.auth_guard import current_user, require_task, runtime_of, user_or_task
+from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
+from controlplane.master.api.params import TaskId
+from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import NotFound
 from controlplane.state import allocation as A
 
 
 @get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory", opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
-async def context_directory(request: Request, task_id: str) -> dict:
-    principal = await user_or_task(request)
-    require_task(principal, task_id)
+async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]:
+    require_task(principal_of(request), task_id)
     async with runtime_of(request).sessions() as session:
         blob = await session.scalar(
             select(Experiment.model_definition).join(Trial, Trial.experiment_id == Experiment.id)
@@ -29,8 +29,7 @@ async def context_directory(request: Request, task_id: str) -> dict:
 
 
 @get("/api/v1/tasks", operation_id="GetTasks", opt=opt(Action.VIEW), tags=["tasks"])
-async def list_tasks(request: Request) -> dict:
-    await current_user(request)
+async def list_tasks(request: Request) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         rows = (await session.execute(
             select(Allocation.id, Allocation.task_id, Allocation.agent_id, Allocation.slot_ids, Allocation.state)

@@ -42,6 +42,14 @@ RESTART_GRACE_S = 10.0
 ORPHAN_GRACE_S = 5.0
 
 
+def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None:
+    """A user's pause/activate of an experiment in a state that does not allow it: 409 naming the state."""
+    if not E.EXPERIMENT.allowed(exp.state, to_state):
+        from controlplane.master.errors import Conflict
+
+        raise Conflict(f"state: experiment {exp.id} is {exp.state} and cannot be {verb}; only {rule}")
+
+
 class Orchestrator:
     def __init__(self, rt: MasterRuntime) -> None:
         self.rt = rt
@@ -135,6 +143,7 @@ class Orchestrator:
             exp = await self._experiment(session, exp_id)
             if exp.state == E.PAUSED:
                 return
+            _refuse_unless(exp, E.PAUSED, "paused", "an active experiment can be paused")
             move(session, exp, E.PAUSED, "paused by a user")
             for trial in await self._open_trials(session, exp.id):
                 await self._pause_trial(session, trial)
@@ -145,6 +154,7 @@ class Orchestrator:
             exp = await self._experiment(session, exp_id)
             if exp.state == E.ACTIVE:
                 return
+            _refuse_unless(exp, E.ACTIVE, "activated", "a paused experiment can be activated")
             move(session, exp, E.ACTIVE, "activated by a user")
             if not searcher_runtime.started(exp):
                 await self.begin_experiment(session, exp)

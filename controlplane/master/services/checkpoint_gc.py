@@ -21,8 +21,10 @@ from sqlalchemy import select
 from controlplane.checkpoint_gc import CheckpointView, SavePolicy, doomed
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import utcnow
+from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Checkpoint, Experiment, Metric, StateTransition, Trial
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.models import registered_checkpoint_uuids
 from controlplane.state import experiment as E
@@ -91,32 +93,41 @@ async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
     return marked
 
 
-async def request_deletion(rt: MasterRuntime, uuids: list[str], who: str) -> list[str]:
+async def request_deletion(rt: MasterRuntime, uuids: list[str], user: AuthedUser) -> list[str]:
     """`det checkpoint rm`: mark the named checkpoints, or refuse them all with the reason.
 
-    Refused: unknown uuids, checkpoints in the model registry, and the latest checkpoint of a
-    trial that may still resume from it. Already deleted ones are left as they are."""
+    Refused: unknown uuids, checkpoints of experiments the user does not own (unless an admin),
+    checkpoints in the model registry, and the latest checkpoint of a trial that may still resume
+    from it. Every check passes before anything is marked. Already deleted ones are left as they are."""
     async with rt.sessions.begin() as session:
         rows = {c.uuid: c for c in (await session.scalars(
             select(Checkpoint).where(Checkpoint.uuid.in_(uuids)).with_for_update())).all()}
         missing = [u for u in uuids if u not in rows]
         if missing:
-            raise NotFound(f"checkpoint_uuids: no checkpoint {', '.join(missing)}")
+            raise NotFound(f"checkpointUuids: no checkpoint {', '.join(missing)}")
+        exp_ids = {c.experiment_id for c in rows.values() if c.experiment_id is not None}
+        owners = dict((await session.execute(select(Experiment.id, Experiment.owner_id)
+                                             .where(Experiment.id.in_(exp_ids)))).all()) if exp_ids else {}
+        for uuid in uuids:
+            exp_id = rows[uuid].experiment_id
+            # A checkpoint whose experiment is gone has no owner left: only an admin may delete it.
+            require_owner(user, Action.EDIT, owners.get(exp_id, -1),
+                          f"checkpoint {uuid} (experiment {exp_id})")
         registered = sorted(set(uuids) & await registered_checkpoint_uuids(session))
         if registered:
-            raise BadRequest(f"checkpoint_uuids: {', '.join(registered)} "
+            raise BadRequest(f"checkpointUuids: {', '.join(registered)} "
                              f"{'is' if len(registered) == 1 else 'are'} in the model registry; "
                              "delete the model version first")
         for c in rows.values():
             trial = await session.get(Trial, c.trial_id) if c.trial_id is not None else None
             if trial is not None and trial.latest_checkpoint == c.uuid and not T.TRIAL.is_terminal(trial.state):
-                raise BadRequest(f"checkpoint_uuids: {c.uuid} is the latest checkpoint of trial {trial.id}, which "
+                raise BadRequest(f"checkpointUuids: {c.uuid} is the latest checkpoint of trial {trial.id}, which "
                                  f"is {trial.state.lower()} and would resume from it")
         marked = []
         for uuid in uuids:
             c = rows[uuid]
             if c.state not in (DELETED, DELETING):
-                _mark(session, c, f"deleted by {who} (det checkpoint rm)")
+                _mark(session, c, f"deleted by {user.username} (det checkpoint rm)")
                 marked.append(uuid)
     return marked
 

@@ -7,89 +7,168 @@ roll a resume point back.
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from datetime import datetime, timezone
+from typing import Annotated, Any
 
+import msgspec
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.principals import TaskPrincipal
-from controlplane.master.api.requests import expect_dict, expect_int, field, parse_time
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
+from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.principals import AuthedUser
+from controlplane.master.services import fencing
+from controlplane.master.services.fields import MAX_INT64, NO_NUL, CheckpointUuid, Id, NewCheckpointUuid, plain_json
 
-_UUID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 STATES = {"STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED", "STATE_ERROR", "STATE_ACTIVE"}
+RelPath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, pattern=NO_NUL)]
+Size = Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$")] | Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)]
+Ref = Annotated[str, msgspec.Meta(max_length=160, pattern=NO_NUL)]
 
 
-def _resources(raw: Any) -> dict[str, int]:
-    raw = expect_dict(raw if raw is not None else {}, "resources")
+class CheckpointTraining(msgspec.Struct, rename="camel", kw_only=True):
+    """What the client may say about the checkpoint's trial (the harness sends ``{}``)."""
+
+    trial_id: Id | None = None
+    experiment_id: Id | None = None
+
+
+class ReportCheckpointRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1Checkpoint`` as the harness reports it (reference §4.4 row 9)."""
+
+    uuid: NewCheckpointUuid
+    state: Annotated[str, msgspec.Meta(max_length=64)] = "STATE_COMPLETED"
+    metadata: dict[str, Any] = {}
+    resources: Annotated[dict[RelPath, Size], msgspec.Meta(max_length=1_000_000)] = {}
+    task_id: Ref | None = None
+    allocation_id: Ref | None = None
+    report_time: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    training: CheckpointTraining | None = None
+    storage_id: Id | None = None
+
+
+class DeleteCheckpointsRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``det checkpoint rm``: Determined's ``v1DeleteCheckpointsRequest``."""
+
+    checkpoint_uuids: Annotated[list[CheckpointUuid], msgspec.Meta(min_length=1, max_length=1000)]
+
+
+def _resources(raw: dict[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for path, size in raw.items():
         if path.startswith("/") or ".." in path.split("/"):
             raise BadRequest(f"resources: path {path!r} escapes the checkpoint directory")
-        out[path] = expect_int(size, f"resources[{path!r}]", minimum=0)
+        out[path] = int(size)
+        if out[path] > MAX_INT64:
+            raise BadRequest(f"resources[{path!r}]: integer out of range (must fit in 64 bits)")
     return out
 
 
-async def report_checkpoint(rt: MasterRuntime, principal: AuthedUser | TaskPrincipal, body: Any) -> None:
-    body = expect_dict(body, "body")
-    ckpt_uuid = field(body, "uuid")
-    if not isinstance(ckpt_uuid, str) or not _UUID.match(ckpt_uuid):
-        raise BadRequest(f"uuid: must be a checkpoint UUID, got {ckpt_uuid!r}")
-    state = field(body, "state") or "STATE_COMPLETED"
-    if state not in STATES:
-        raise BadRequest(f"state: must be one of {', '.join(sorted(STATES))}, got {state!r}")
-    metadata = expect_dict(field(body, "metadata") or {}, "metadata")
-    steps = expect_int(metadata.get("steps_completed"), "metadata.steps_completed", minimum=0)
-    resources = _resources(field(body, "resources"))
-    allocation_id = field(body, "allocationId") or ""
-    task_id = field(body, "taskId") or ""
+def _steps(metadata: dict[str, Any]) -> int:
+    steps = metadata.get("steps_completed")
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise BadRequest(f"metadata.steps_completed: must be an integer, got {steps!r}")
+    if not 0 <= steps <= MAX_INT64:
+        raise BadRequest(f"metadata.steps_completed: must be from 0 to {MAX_INT64}, got {steps}")
+    return steps
+
+
+def _report_time(value: str | None) -> datetime:
+    if not value:
+        return utcnow()
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise BadRequest(f"reportTime: must be an RFC3339 timestamp, got {value!r}") from e
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _check_names(principal: Principal, data: ReportCheckpointRequest) -> None:
+    """A task names only its own allocation, task and trial."""
+    if not isinstance(principal, TaskPrincipal):
+        return
+    if data.allocation_id and data.allocation_id != principal.allocation_id:
+        raise Forbidden(f"allocationId: this allocation token is not valid for allocation {data.allocation_id}")
+    if data.task_id and data.task_id != principal.task_id:
+        raise Forbidden(f"taskId: this allocation token is not valid for task {data.task_id}")
+    trial_id = data.training.trial_id if data.training else None
+    if trial_id is not None and trial_id != principal.trial_id:
+        raise Forbidden(f"training.trialId: this allocation token is not valid for trial {trial_id}")
+
+
+async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: ReportCheckpointRequest) -> None:
+    if data.state not in STATES:
+        raise BadRequest(f"state: must be one of {', '.join(sorted(STATES))}, got {data.state!r}")
+    metadata = plain_json(data.metadata, "metadata")
+    steps = _steps(metadata)
+    resources = _resources(data.resources)
+    _check_names(principal, data)
+    allocation_id, task_id = data.allocation_id or "", data.task_id or ""
     if isinstance(principal, TaskPrincipal):
         allocation_id, task_id = principal.allocation_id, principal.task_id
-    report_time = parse_time(field(body, "reportTime"), "reportTime") or utcnow()
+    report_time = _report_time(data.report_time)
 
     async with rt.sessions.begin() as session:
-        existing = await session.get(Checkpoint, ckpt_uuid)
-        if existing is not None and not (existing.state == "STATE_ACTIVE" and state != "STATE_ACTIVE"):
-            return  # a retry of a report that already landed
+        existing = await session.get(Checkpoint, data.uuid)
         alloc = await session.get(Allocation, allocation_id) if allocation_id else None
         trial_id = alloc.trial_id if alloc is not None else None
-        if trial_id is None:
-            training = field(body, "training") or {}
-            trial_id = training.get("trialId") if isinstance(training, dict) else None
+        if trial_id is None and data.training is not None:
+            trial_id = data.training.trial_id
         if trial_id is None:
             raise BadRequest("allocationId: unknown allocation and no training.trialId to attach the checkpoint to")
-        trial = await session.get(Trial, int(trial_id))
+        trial = await session.get(Trial, trial_id)
         if trial is None:
             raise NotFound(f"trial {trial_id} not found")
-        if isinstance(principal, TaskPrincipal) and principal.trial_id != trial.id:
-            raise Forbidden(f"this allocation token is not valid for trial {trial.id}")
+        # The caller's own trial (a task: its current run; a user: an experiment they own), checked
+        # in this transaction so a superseded run cannot report.
+        await fencing.hold_trial(session, principal, trial.id)
+        if existing is not None and existing.trial_id not in (None, trial.id):
+            raise Forbidden(f"uuid: checkpoint {data.uuid} belongs to another trial")
+        if existing is not None and not (existing.state == "STATE_ACTIVE" and data.state != "STATE_ACTIVE"):
+            return  # a retry of a report that already landed
         exp = await session.get(Experiment, trial.experiment_id)
         fields = dict(trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
-                      allocation_id=allocation_id, state=state, steps_completed=steps, metadata_=metadata,
+                      allocation_id=allocation_id, state=data.state, steps_completed=steps, metadata_=metadata,
                       resources=resources, size=sum(resources.values()),
                       storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time)
         if existing is None:
-            session.add(Checkpoint(uuid=ckpt_uuid, **fields))
+            session.add(Checkpoint(uuid=data.uuid, **fields))
         else:  # the upload it announced (STATE_ACTIVE) has finished
             for name, value in fields.items():
                 setattr(existing, name, value)
-        if state == "STATE_COMPLETED":
+        if data.state == "STATE_COMPLETED":
             current = await session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
             if current is None or steps >= current.steps_completed:
-                trial.latest_checkpoint = ckpt_uuid
+                trial.latest_checkpoint = data.uuid
             trial.total_batches = max(trial.total_batches, steps)
 
 
-async def get_checkpoint(rt: MasterRuntime, ckpt_uuid: str) -> tuple[Checkpoint, dict | None, dict | None]:
-    """(checkpoint, its experiment's config, the validation metrics at its step)."""
+async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:  # noqa: ANN001
+    """A task reads only its own experiment's checkpoints (and the one it warm-starts from);
+    users read any (VIEW)."""
+    if not isinstance(principal, TaskPrincipal):
+        return
+    trial = await session.get(Trial, principal.trial_id) if principal.trial_id is not None else None
+    if trial is not None:
+        if ckpt.experiment_id == trial.experiment_id:
+            return
+        exp = await session.get(Experiment, trial.experiment_id)
+        searcher = (exp.config.get("searcher") or {}) if exp is not None else {}
+        if ckpt.uuid == searcher.get("source_checkpoint_uuid") or (
+                ckpt.trial_id is not None and ckpt.trial_id == searcher.get("source_trial_id")):
+            return
+    raise Forbidden(f"this allocation token is not valid for checkpoint {ckpt.uuid} (another experiment's)")
+
+
+async def get_checkpoint(rt: MasterRuntime, principal: Principal,
+                         ckpt_uuid: str) -> tuple[Checkpoint, dict | None, dict | None]:
+    """(checkpoint, its experiment's config, the validation metrics at its step), if the caller may read it."""
     async with rt.sessions() as session:
         ckpt = await session.get(Checkpoint, ckpt_uuid)
         if ckpt is None:
             raise NotFound(f"checkpoint {ckpt_uuid} not found")
+        await readable_by(session, principal, ckpt)
         config = validation = None
         if ckpt.experiment_id is not None:
             exp = await session.get(Experiment, ckpt.experiment_id)

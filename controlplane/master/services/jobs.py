@@ -2,25 +2,48 @@
 
 Constraints follow Determined's job-queue documentation: priority and ahead-of/behind-of
 only under the priority scheduler, weight only under fair share, and only experiments move
-between pools. Every update is checked before anything is written.
+between pools. Every update is checked, including that the caller owns the job, before anything
+is written: a batch is applied whole or not at all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, iso
+from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.principals import Principal
+from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.snapshot import job_priority
 from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
+
+JobRef = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
+
+
+class QueueControl(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1QueueControl``: one job and exactly one change."""
+
+    job_id: JobRef
+    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None  # 1..99: checked with the pool's scheduler
+    weight: Annotated[float, msgspec.Meta(gt=0, le=MAX_WEIGHT)] | None = None
+    resource_pool: Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^\x00]*$")] | None = None
+    ahead_of: JobRef | None = None
+    behind_of: JobRef | None = None
+
+
+class UpdateJobQueueRequest(msgspec.Struct, rename="camel", kw_only=True):
+    updates: Annotated[list[QueueControl], msgspec.Meta(min_length=1, max_length=1000)]
+
 
 OPEN_STATES = (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_KILLED, E.STOPPING_ERROR)
 
@@ -94,9 +117,20 @@ def check_weight(rt: MasterRuntime, exp: Experiment, value: Any, what: str) -> f
     if _scheduler_of(rt, exp) != "fair_share":
         raise BadRequest(f"{what}: weight applies only under the fair_share scheduler; pool "
                          f"{exp.resource_pool!r} uses priority (set a priority instead)")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise BadRequest(f"{what}: weight must be a number > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_WEIGHT:
+        raise BadRequest(f"{what}: weight must be a number > 0 and <= {MAX_WEIGHT:g}, got {value!r}")
     return float(value)
+
+
+def with_gc_policy(config: dict, change: PatchCheckpointStorage) -> dict:
+    """`det e set gc-policy`: the experiment's save_* numbers, in a new config dict (JSON columns
+    see only whole-value assignments)."""
+    storage = dict(config.get("checkpoint_storage") or {})
+    for key in ("save_experiment_best", "save_trial_best", "save_trial_latest"):
+        value = getattr(change, key)
+        if value is not None:
+            storage[key] = value
+    return {**config, "checkpoint_storage": storage}
 
 
 def check_max_slots(value: Any, what: str) -> int | None:
@@ -107,17 +141,30 @@ def check_max_slots(value: Any, what: str) -> int | None:
     return value
 
 
-async def experiment_by_job(session: AsyncSession, job_id: Any, what: str) -> Experiment:
-    if not isinstance(job_id, str) or not job_id:
-        raise BadRequest(f"{what}.jobId: required")
+async def experiment_by_job(session: AsyncSession, job_id: str, what: str) -> Experiment:
     exp = await session.scalar(select(Experiment).where(Experiment.job_id == job_id))
-    if exp is None and job_id.isdigit():  # the CLI also accepts an experiment id
-        exp = await session.get(Experiment, int(job_id))
+    if exp is None and job_id.isdigit() and len(job_id) <= 10 and int(job_id) <= 2**31 - 1:
+        exp = await session.get(Experiment, int(job_id))  # the CLI also accepts an experiment id
     if exp is None:
-        raise NotFound(f"job {job_id} not found")
+        raise NotFound(f"{what}.jobId: job {job_id} not found")
     if exp.state not in OPEN_STATES:
         raise BadRequest(f"{what}: job {job_id} has already finished ({exp.state})")
     return exp
+
+
+async def apply_updates(session: AsyncSession, rt: MasterRuntime, principal: Principal,
+                        updates: list[QueueControl]) -> list[Allocation]:
+    """The whole batch: every job found and owned by the caller before any change; returns the
+    live allocations to preempt (moves to another pool), to be signalled once all succeeded."""
+    jobs = []
+    for i, update in enumerate(updates):
+        exp = await experiment_by_job(session, update.job_id, f"updates[{i}]")
+        require_owner(principal, Action.EDIT, exp.owner_id, f"job {update.job_id} (experiment {exp.id})")
+        jobs.append(exp)
+    to_preempt: list[Allocation] = []
+    for i, (exp, update) in enumerate(zip(jobs, updates)):
+        to_preempt += await apply_update(session, rt, exp, update, f"updates[{i}]")
+    return to_preempt
 
 
 async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, exp: Experiment, target: Experiment,
@@ -134,13 +181,13 @@ async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, exp: Exp
     return (neighbour.queue_position + target.queue_position) / 2
 
 
-async def apply_update(session: AsyncSession, rt: MasterRuntime, update: Any, what: str) -> list[Allocation]:
-    """One v1QueueControl. Returns the live allocations to preempt (a move to another pool)."""
-    if not isinstance(update, dict):
-        raise BadRequest(f"{what}: must be an object")
-    exp = await experiment_by_job(session, update.get("jobId"), what)
-    given = {k: update.get(k) for k in ("priority", "weight", "resourcePool", "aheadOf", "behindOf")
-             if update.get(k) is not None}
+async def apply_update(session: AsyncSession, rt: MasterRuntime, exp: Experiment, update: QueueControl,
+                       what: str) -> list[Allocation]:
+    """One v1QueueControl on its (already found and authorized) experiment. Returns the live
+    allocations to preempt (a move to another pool)."""
+    given = {k: v for k, v in (("priority", update.priority), ("weight", update.weight),
+                               ("resourcePool", update.resource_pool), ("aheadOf", update.ahead_of),
+                               ("behindOf", update.behind_of)) if v is not None}
     if len(given) != 1:
         raise BadRequest(f"{what}: give exactly one of priority, weight, resourcePool, aheadOf, behindOf "
                          f"(got {', '.join(given) or 'none'})")
@@ -154,7 +201,7 @@ async def apply_update(session: AsyncSession, rt: MasterRuntime, update: Any, wh
         if _scheduler_of(rt, exp) != "priority":
             raise BadRequest(f"{what}.{key}: queue moves apply only under the priority scheduler; pool "
                              f"{exp.resource_pool!r} uses fair_share")
-        target = await experiment_by_job(session, value, f"{what}.{key}")
+        target = await experiment_by_job(session, str(value), f"{what}.{key}")
         if target.id == exp.id:
             raise BadRequest(f"{what}.{key}: a job cannot move relative to itself")
         if target.resource_pool != exp.resource_pool:

@@ -6,6 +6,9 @@ they are registered; the number is taken under a lock on the model's row (``FOR 
 PostgreSQL, the write lock taken at ``BEGIN IMMEDIATE`` on SQLite), so concurrent registrations
 never collide. Only a ``STATE_COMPLETED`` checkpoint can be registered, and a registered
 checkpoint is never garbage-collected: see ``registered_checkpoint_uuids``.
+
+Changing a model, registering, changing or deleting its versions needs the model's owner or an
+admin (``authz.require_owner``). Request bodies are Determined's shapes, decoded at the edge.
 """
 
 from __future__ import annotations
@@ -13,16 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
+import msgspec
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.api.requests import expect_dict, field
+from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Checkpoint, Experiment, Metric, ModelVersion, RegisteredModel, User
-from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.errors import BadRequest, Conflict, NotFound
+from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.principals import AuthedUser
+from controlplane.master.services.fields import MAX_ID, CheckpointUuid, Id, Labels, Name, Text, plain_json
 
 WORKSPACE_ID = 1
 WORKSPACE_NAME = "Uncategorized"
@@ -42,6 +47,53 @@ VERSION_SORTS = {
     "SORT_BY_CREATION_TIME": lambda v: (v.version.created_at, v.version.version),
 }
 ORDERS = {"ORDER_BY_UNSPECIFIED": False, "ORDER_BY_ASC": False, "ORDER_BY_DESC": True}
+
+
+class PostModelRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1PostModelRequest``."""
+
+    name: str
+    description: Text | None = None
+    notes: Text | None = None
+    metadata: dict[str, Any] | None = None
+    labels: Labels | None = None
+    workspace_name: Name | None = None
+    workspace_id: Id | None = None
+
+
+class PatchModel(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1PatchModel``: fields present (and not null) are set."""
+
+    name: str | None = None
+    description: Text | None = None
+    notes: Text | None = None
+    metadata: dict[str, Any] | None = None
+    labels: Labels | None = None
+    workspace_name: Name | None = None
+    workspace_id: Id | None = None
+
+
+class PostModelVersionRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1PostModelVersionRequest``."""
+
+    checkpoint_uuid: CheckpointUuid
+    model_name: Name | None = None
+    name: Name | None = None
+    comment: Text | None = None
+    notes: Text | None = None
+    metadata: dict[str, Any] | None = None
+    labels: Labels | None = None
+
+
+class PatchModelVersion(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1PatchModelVersion``; its checkpoint cannot change."""
+
+    name: Name | None = None
+    comment: Text | None = None
+    notes: Text | None = None
+    metadata: dict[str, Any] | None = None
+    labels: Labels | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,40 +152,26 @@ def _model_name(value: Any, name: str = "name") -> str:
         raise BadRequest(f"{name}: at most 255 characters, got {len(value)}")
     if value.isdigit():
         raise BadRequest(f"{name}: must not be only digits (numbers address models by id), got {value!r}")
-    if "/" in value:
-        raise BadRequest(f"{name}: must not contain '/', got {value!r}")
+    if "/" in value or "\x00" in value:
+        raise BadRequest(f"{name}: must not contain '/' or NUL, got {value!r}")
     return value
 
 
-def _text(value: Any, name: str, *, limit: int | None = None) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{name}: must be a string, got {type(value).__name__}")
-    if limit is not None and len(value) > limit:
-        raise BadRequest(f"{name}: at most {limit} characters, got {len(value)}")
-    return value
+def _metadata(value: dict[str, Any] | None, name: str) -> dict | None:
+    return None if value is None else plain_json(value, name)
 
 
-def _metadata(value: Any, name: str) -> dict | None:
-    return None if value is None else expect_dict(value, name)
+def _labels(value: list[str] | None) -> list[str] | None:
+    return None if value is None else list(dict.fromkeys(value))
 
 
-def _labels(value: Any, name: str) -> list[str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise BadRequest(f"{name}: must be a list of strings, got {value!r}")
-    return list(dict.fromkeys(value))
-
-
-def _check_workspace(body: dict) -> None:
+def _check_workspace(workspace_name: str | None, workspace_id: int | None) -> None:
     """There is one workspace, Determined's default; naming another one is an error."""
-    ws_name, ws_id = field(body, "workspaceName"), field(body, "workspaceId")
-    if ws_name not in (None, "", WORKSPACE_NAME):
-        raise NotFound(f"workspaceName: workspace {ws_name!r} not found (this master has one: {WORKSPACE_NAME!r})")
-    if ws_id not in (None, 0, WORKSPACE_ID):
-        raise NotFound(f"workspaceId: workspace {ws_id!r} not found (this master has one: id {WORKSPACE_ID})")
+    if workspace_name not in (None, "", WORKSPACE_NAME):
+        raise NotFound(f"workspaceName: workspace {workspace_name!r} not found (this master has one: "
+                       f"{WORKSPACE_NAME!r})")
+    if workspace_id not in (None, 0, WORKSPACE_ID):
+        raise NotFound(f"workspaceId: workspace {workspace_id!r} not found (this master has one: id {WORKSPACE_ID})")
 
 
 def _order(order_by: str | None) -> bool:
@@ -143,14 +181,15 @@ def _order(order_by: str | None) -> bool:
     return ORDERS[key]
 
 
-def _require_owner(owner_id: int, user: AuthedUser, what: str) -> None:
-    if not user.admin and owner_id != user.id:
-        raise Forbidden(f"only the owner of {what} or an admin may do this")
+def _require_model_owner(principal: Principal, model: RegisteredModel) -> None:
+    require_owner(principal, Action.EDIT, model.owner_id, f"model {model.name!r}")
 
 
 # ---- lookups --------------------------------------------------------------------------------
 async def _find_model(session: AsyncSession, ident: str, *, lock: bool = False) -> RegisteredModel:
     """By numeric id when ``ident`` is all digits, else by name (names are never all digits)."""
+    if "\x00" in ident or (ident.isdigit() and (len(ident) > 10 or int(ident) > MAX_ID)):
+        raise NotFound(f"model {ident!r} not found")
     q = select(RegisteredModel)
     q = q.where(RegisteredModel.id == int(ident)) if ident.isdigit() else q.where(RegisteredModel.name == ident)
     if lock:
@@ -203,21 +242,18 @@ async def _find_version(session: AsyncSession, model: RegisteredModel, number: i
 
 
 # ---- models ---------------------------------------------------------------------------------
-async def create_model(rt: MasterRuntime, user: AuthedUser, body: Any) -> ModelView:
-    body = expect_dict(body, "body")
-    name = _model_name(field(body, "name"))
-    description = _text(field(body, "description"), "description") or ""
-    notes = _text(field(body, "notes"), "notes") or ""
-    metadata = _metadata(field(body, "metadata"), "metadata") or {}
-    labels = _labels(field(body, "labels"), "labels") or []
-    _check_workspace(body)
+async def create_model(rt: MasterRuntime, user: AuthedUser, data: PostModelRequest) -> ModelView:
+    name = _model_name(data.name)
+    metadata = _metadata(data.metadata, "metadata") or {}
+    _check_workspace(data.workspace_name, data.workspace_id)
     now = utcnow()
     try:
         async with rt.sessions.begin() as session:
             if await session.scalar(select(RegisteredModel.id).where(RegisteredModel.name == name)) is not None:
                 raise Conflict(f"name: a model named {name!r} already exists")
-            model = RegisteredModel(name=name, description=description, notes=notes, metadata_=metadata,
-                                    labels=labels, owner_id=user.id, archived=False, created_at=now, updated_at=now)
+            model = RegisteredModel(name=name, description=data.description or "", notes=data.notes or "",
+                                    metadata_=metadata, labels=_labels(data.labels) or [], owner_id=user.id,
+                                    archived=False, created_at=now, updated_at=now)
             session.add(model)
             await session.flush()
     except IntegrityError:  # a concurrent create of the same name won
@@ -265,25 +301,21 @@ async def list_models(rt: MasterRuntime, flt: ModelFilter, sort_by: str | None,
     return views
 
 
-async def patch_model(rt: MasterRuntime, ident: str, body: Any) -> ModelView:
+async def patch_model(rt: MasterRuntime, principal: Principal, ident: str, data: PatchModel) -> ModelView:
     """Fields present (and not null) in the body are set; the others are left as they are."""
-    body = expect_dict(body, "body")
-    new_name = field(body, "name")
-    new_name = _model_name(new_name) if new_name is not None else None
-    description = _text(field(body, "description"), "description")
-    notes = _text(field(body, "notes"), "notes")
-    metadata = _metadata(field(body, "metadata"), "metadata")
-    labels = _labels(field(body, "labels"), "labels")
-    _check_workspace(body)
+    new_name = _model_name(data.name) if data.name is not None else None
+    metadata = _metadata(data.metadata, "metadata")
+    _check_workspace(data.workspace_name, data.workspace_id)
     try:
         async with rt.sessions.begin() as session:
             model = await _find_model(session, ident, lock=True)
+            _require_model_owner(principal, model)
             if new_name is not None and new_name != model.name:
                 if await session.scalar(select(RegisteredModel.id).where(RegisteredModel.name == new_name)) is not None:
                     raise Conflict(f"name: a model named {new_name!r} already exists")
                 model.name = new_name
-            for attr, value in (("description", description), ("notes", notes), ("metadata_", metadata),
-                                ("labels", labels)):
+            for attr, value in (("description", data.description), ("notes", data.notes), ("metadata_", metadata),
+                                ("labels", _labels(data.labels))):
                 if value is not None:
                     setattr(model, attr, value)
             model.updated_at = utcnow()
@@ -293,29 +325,28 @@ async def patch_model(rt: MasterRuntime, ident: str, body: Any) -> ModelView:
         raise Conflict(f"name: a model named {new_name!r} already exists") from None
 
 
-async def delete_model(rt: MasterRuntime, user: AuthedUser, ident: str) -> None:
+async def delete_model(rt: MasterRuntime, principal: Principal, ident: str) -> None:
     """The model and all its versions; the checkpoints stay (and become collectable again)."""
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
-        _require_owner(model.owner_id, user, f"model {model.name!r}")
+        _require_model_owner(principal, model)
         await session.execute(delete(ModelVersion).where(ModelVersion.model_id == model.id))
         await session.delete(model)
 
 
 # ---- versions -------------------------------------------------------------------------------
-async def register_version(rt: MasterRuntime, user: AuthedUser, ident: str, body: Any) -> VersionView:
-    body = expect_dict(body, "body")
-    ckpt_uuid = field(body, "checkpointUuid")
-    if not isinstance(ckpt_uuid, str) or not ckpt_uuid:
-        raise BadRequest("checkpointUuid: required, the uuid of a completed checkpoint")
-    model_name = _text(field(body, "modelName"), "modelName")
-    name = _text(field(body, "name"), "name", limit=255) or ""
-    comment = _text(field(body, "comment"), "comment") or ""
-    notes = _text(field(body, "notes"), "notes") or ""
-    metadata = _metadata(field(body, "metadata"), "metadata") or {}
-    labels = _labels(field(body, "labels"), "labels") or []
+async def register_version(rt: MasterRuntime, user: AuthedUser, ident: str,
+                           data: PostModelVersionRequest) -> VersionView:
+    ckpt_uuid = data.checkpoint_uuid
+    model_name = data.model_name
+    name = data.name or ""
+    comment = data.comment or ""
+    notes = data.notes or ""
+    metadata = _metadata(data.metadata, "metadata") or {}
+    labels = _labels(data.labels) or []
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
+        _require_model_owner(user, model)
         if model_name not in (None, "", model.name, str(model.id)):
             raise BadRequest(f"modelName: {model_name!r} does not match the model of the path, {model.name!r}")
         # Locked like checkpoint GC locks the rows it may delete: whichever comes second sees the
@@ -360,17 +391,15 @@ async def get_version(rt: MasterRuntime, ident: str, number: int) -> VersionView
         return (await _version_views(session, await _model_view(session, model), [version]))[0]
 
 
-async def patch_version(rt: MasterRuntime, ident: str, number: int, body: Any) -> VersionView:
-    body = expect_dict(body, "body")
-    if field(body, "checkpoint") is not None:
+async def patch_version(rt: MasterRuntime, principal: Principal, ident: str, number: int,
+                        data: PatchModelVersion) -> VersionView:
+    if data.checkpoint is not None:
         raise BadRequest("checkpoint: a version's checkpoint cannot be changed; register a new version instead")
-    changes = {"name": _text(field(body, "name"), "name", limit=255),
-               "comment": _text(field(body, "comment"), "comment"),
-               "notes": _text(field(body, "notes"), "notes"),
-               "metadata_": _metadata(field(body, "metadata"), "metadata"),
-               "labels": _labels(field(body, "labels"), "labels")}
+    changes = {"name": data.name, "comment": data.comment, "notes": data.notes,
+               "metadata_": _metadata(data.metadata, "metadata"), "labels": _labels(data.labels)}
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
+        _require_model_owner(principal, model)
         version = await _find_version(session, model, number)
         for attr, value in changes.items():
             if value is not None:
@@ -380,10 +409,10 @@ async def patch_version(rt: MasterRuntime, ident: str, number: int, body: Any) -
         return (await _version_views(session, await _model_view(session, model), [version]))[0]
 
 
-async def delete_version(rt: MasterRuntime, user: AuthedUser, ident: str, number: int) -> None:
+async def delete_version(rt: MasterRuntime, principal: Principal, ident: str, number: int) -> None:
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
+        _require_model_owner(principal, model)
         version = await _find_version(session, model, number)
-        _require_owner(version.owner_id, user, f"version {number} of model {model.name!r}")
         await session.delete(version)
         model.updated_at = utcnow()

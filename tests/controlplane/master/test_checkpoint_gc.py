@@ -129,7 +129,7 @@ async def test_checkpoint_rm_deletes_files_then_rows_and_refuses_what_it_must(ap
     r = await api.request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": ["nope-0000-1111"]})
     assert r.status_code == 404 and "nope-0000-1111" in r.json()["message"]
     r = await api.request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": []})
-    assert r.status_code == 400 and "checkpoint_uuids" in r.json()["message"]
+    assert r.status_code == 400 and "checkpointUuids" in r.json()["message"]
     await api.post("/api/v1/models", json={"name": "m"})
     await api.post("/api/v1/models/m/versions", json={"checkpointUuid": u[(1, 20)]})
     r = await api.request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": [u[(1, 10)], u[(1, 20)]]})

@@ -60,8 +60,9 @@ async def test_unknown_ids_are_404(api):
     assert (await api.get("/api/v1/experiments/999")).status_code == 404
     assert (await api.get("/api/v1/trials/999")).status_code == 404
     assert (await api.post("/api/v1/experiments/999/kill")).status_code == 404
-    r = await api.get("/api/v1/experiments/abc")
-    assert r.status_code == 400 and "integer" in r.json()["message"]
+    assert (await api.get("/api/v1/experiments/abc")).status_code == 404  # no such route
+    r = await api.get(f"/api/v1/experiments/{2**70}")
+    assert r.status_code == 400 and "exp_id" in r.json()["message"], r.text
 
 
 async def test_no_token_no_data(api):
