@@ -95,12 +95,18 @@ class PoolAutoscaler:
             self.agent_seen_at.pop(iid, None)
             if self.rt.orchestrator is not None:
                 await self.rt.orchestrator.instance_gone(iid, reason)
+        # Demand and busy agents come from ONE statement: PostgreSQL (read committed) gives each
+        # statement its own snapshot, so two queries could see an allocation both pending and,
+        # placed by the orchestrator in between, busy on its agent: counted twice, it would make
+        # the planner launch an instance nobody needs.
         async with self.rt.sessions() as session:
-            gangs = tuple((await session.scalars(select(Allocation.slots_needed).where(
-                Allocation.resource_pool == self.pool, Allocation.state == A.PENDING))).all())
-            busy: set[str] = set()
-            for alloc in (await session.scalars(select(Allocation).where(
-                    Allocation.resource_pool == self.pool, Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+            live = (await session.scalars(select(Allocation).where(
+                Allocation.resource_pool == self.pool,
+                Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING))))).all()
+        gangs = tuple(a.slots_needed for a in live if a.state == A.PENDING)
+        busy: set[str] = set()
+        for alloc in live:
+            if alloc.state != A.PENDING:
                 busy.update(gang.agents_of(alloc))
         agents = []
         for conn in self.rt.hub.connections.values():

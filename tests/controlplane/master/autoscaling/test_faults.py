@@ -4,6 +4,8 @@ instances reaped, a vanished instance's trial re-queued from its checkpoint at o
 
 from __future__ import annotations
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from controlplane.wire import agent_protocol as wire
 from provisioners.base import LaunchRequest, QuotaExceeded
 from provisioners.fake import FakeProvisioner
@@ -103,6 +105,35 @@ async def test_a_dropped_agent_gets_the_starting_period_to_come_back(fake_pool):
     assert p.live() == [] or p.live() != [iid]
     rec = by_id(await p.describe())[iid]
     assert "agent gone for 2m1s" in rec["reason"], rec
+
+
+async def test_work_placed_while_the_autoscaler_reads_is_not_counted_twice(fake_pool, monkeypatch):
+    """The root of the flaky test above: on PostgreSQL each statement has its own snapshot, so
+    reading pending work and busy agents in two statements could see a trial placed in between
+    as both pending and busy, and launch a second instance. Here the placement lands right after
+    the autoscaler's read of the allocations, every time."""
+    p = await fake_pool(max_agent_starting_period="2m", max_idle_agent_period="1h")
+    await p.rt.orchestrator.stop()  # no background placement: the test places at the worst moment
+    await create_experiment(p.api, ONE)
+    await p.tick()
+    [iid] = p.live()
+    await p.boot(iid)  # its agent is idle; the trial is still pending
+    placed: list[str] = []
+    real_scalars = AsyncSession.scalars
+
+    async def scalars(self, statement, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        result = await real_scalars(self, statement, *args, **kwargs)
+        if not placed and "allocations" in str(statement):
+            placed.append(str(statement))
+            await p.rt.orchestrator.tick()  # places the trial on the idle agent and commits
+        return result
+
+    monkeypatch.setattr(AsyncSession, "scalars", scalars)
+    decision = await p.tick()
+    monkeypatch.undo()
+    assert placed, "the autoscaler did not read the allocations"
+    assert decision.launches == [] and p.live() == [iid]
+    assert isinstance(await p.agents[iid].next_message(), wire.StartTask)
 
 
 async def test_a_leaked_instance_is_reaped_with_a_reason(fake_pool):
