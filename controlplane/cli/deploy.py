@@ -1,10 +1,16 @@
 """`det deploy local up|down`: a whole cluster (one master, N agents) as local processes.
 
-`up` is idempotent: when `<data-dir>/pids.json` names live processes and the master answers
-`/info`, it says "already running" and exits 0. Everything it starts runs in its own session
-(process group) with its output in `<data-dir>/logs/`, so `down` can stop each group (SIGTERM,
-then SIGKILL after 15 s) even after `up` has exited. A failed `up` stops what it started and
-shows the tail of the log of the process that failed.
+`<data-dir>/pids.json` records each process with its start time and the cluster's id, which
+`up` also puts in their environment (`DET_LOCAL_CLUSTER_ID`, see `deploy_procs.py`). `up` on a
+recorded cluster whose master answers restarts the agents that died and otherwise says
+"already running"; a cluster whose master died is stopped and started afresh. Everything runs
+in its own session (process group) with its output in `<data-dir>/logs/`, so `down` can stop
+each group (SIGTERM, then SIGKILL after 15 s) even after `up` has exited; `down` touches only
+processes it can prove are this cluster's. A failed `up` stops what it started and shows the
+tail of the log of the process that failed.
+
+The data dir holds secrets (the join token, the master's config and SQLite database), so it is
+0700 and the files `up` writes there are 0600.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import requests
 import yaml
 
+from controlplane.cli import deploy_procs as procs
 from controlplane.cli.errors import CliError
 
 MASTER_START_TIMEOUT_S = 60.0
@@ -33,37 +40,10 @@ STOP_GRACE_S = 15.0
 PIDS = "pids.json"
 AGENT_ID = "local-agent-{}"
 
-
-# ---- small process helpers ------------------------------------------------------------------
-def pid_alive(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+pid_alive = procs.pid_alive
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def is_ours(pid: int, data_dir: Path) -> bool:
-    """A pid from pids.json still belongs to this cluster (guards against pid reuse)."""
-    if not pid_alive(pid):
-        return False
-    cmdline = _cmdline(pid)
-    return not cmdline or str(data_dir) in cmdline  # no /proc (non-Linux): trust the pid file
-
-
+# ---- stopping process groups ----------------------------------------------------------------
 def _signal_group(pid: int, sig: int) -> None:
     try:
         if os.getpgid(pid) == pid:
@@ -94,69 +74,62 @@ def stop_group_pids(pids: list[int], grace_s: float = STOP_GRACE_S) -> list[int]
     return stubborn
 
 
-def _ancestors() -> set[int]:
-    found = {os.getpid()}
-    pid = os.getppid()
-    while pid > 1 and pid not in found:
-        found.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            break
-    return found
-
-
 def leftover_processes(data_dir: Path) -> list[int]:
-    """Processes of this cluster no pid file names: trials whose agent died, say.
-
-    A process counts if its cmdline names the data dir, its cwd lies inside it, or one of its
-    DET_* environment variables points inside it; `det deploy` commands themselves never count.
-    """
-    root = str(data_dir)
-    skip = _ancestors()
-    uid = os.getuid()
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) in skip:
-            continue
-        pid = int(entry.name)
-        try:
-            if entry.stat().st_uid != uid:
-                continue
-            cmdline = _cmdline(pid)
-            if "deploy local" in cmdline or not pid_alive(pid):
-                continue
-            hit = root in cmdline
-            if not hit:
-                try:
-                    cwd = os.readlink(entry / "cwd")
-                    hit = cwd == root or cwd.startswith(root + os.sep)
-                except OSError:
-                    pass
-            if not hit:
-                environ = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
-                hit = any(e.startswith("DET_") and "=" in e and e.split("=", 1)[1].startswith(root + os.sep)
-                          for e in environ)
-        except OSError:
-            continue
-        if hit:
-            found.append(pid)
-    return found
+    """Processes of this cluster no pid file names (trials whose agent died, agents the `local`
+    provider started): those whose environment carries this cluster's id."""
+    cid = procs.cluster_id(data_dir, create=False)
+    return procs.processes_of_cluster(cid) if cid else []
 
 
-# ---- files ----------------------------------------------------------------------------------
-def read_pids(data_dir: Path) -> dict[str, Any] | None:
+# ---- the record of a cluster ----------------------------------------------------------------
+@dataclass
+class Record:
+    """`pids.json`: `master` and `agents` are pids (agent i is `local-agent-i`), `startTimes`
+    maps each pid to its start time, `clusterId` is the id in their environment."""
+
+    url: str
+    cluster_id: str
+    master: int | None = None
+    agents: list[int] = field(default_factory=list)
+    start_times: dict[int, int] = field(default_factory=dict)
+    slots_per_agent: int = 1
+
+    def ours(self, pid: int | None) -> bool:
+        return isinstance(pid, int) and procs.is_ours(pid, self.start_times.get(pid), self.cluster_id)
+
+    def note(self, pid: int) -> None:
+        started = procs.start_time(pid)
+        if started is not None:
+            self.start_times[pid] = started
+
+    def to_json(self) -> dict:
+        return {"url": self.url, "clusterId": self.cluster_id, "master": self.master, "agents": self.agents,
+                "startTimes": {str(p): t for p, t in self.start_times.items()},
+                "slotsPerAgent": self.slots_per_agent}
+
+
+def read_pids(data_dir: Path) -> Record | None:
     try:
         data = json.loads((data_dir / PIDS).read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    raw_starts = data.get("startTimes")
+    starts: dict = raw_starts if isinstance(raw_starts, dict) else {}
+    master = data.get("master")
+    slots = data.get("slotsPerAgent")
+    return Record(
+        url=str(data.get("url") or ""),
+        cluster_id=str(data.get("clusterId") or procs.cluster_id(data_dir, create=False) or ""),
+        master=master if isinstance(master, int) and not isinstance(master, bool) else None,
+        agents=[p for p in data.get("agents") or [] if isinstance(p, int) and not isinstance(p, bool)],
+        start_times={int(p): t for p, t in starts.items() if str(p).isdigit() and isinstance(t, int)},
+        slots_per_agent=slots if isinstance(slots, int) and slots >= 0 else 1)
 
 
-def write_pids(data_dir: Path, master: int | None, agents: list[int], url: str) -> None:
-    tmp = data_dir / (PIDS + ".tmp")
-    tmp.write_text(json.dumps({"master": master, "agents": agents, "url": url}, indent=2))
-    os.replace(tmp, data_dir / PIDS)
+def write_pids(data_dir: Path, record: Record) -> None:
+    procs.write_private(data_dir / PIDS, json.dumps(record.to_json(), indent=2))
 
 
 def ensure_join_token(data_dir: Path) -> Path:
@@ -165,13 +138,11 @@ def ensure_join_token(data_dir: Path) -> Path:
     if path.exists() and path.read_text().strip():
         os.chmod(path, 0o600)
         return path
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(32) + "\n")
-    os.chmod(path, 0o600)
+    procs.write_private(path, secrets.token_urlsafe(32) + "\n")
     return path
 
 
+# ---- configuration --------------------------------------------------------------------------
 def deep_merge(base: dict, override: dict) -> dict:
     out = dict(base)
     for key, value in override.items():
@@ -207,7 +178,8 @@ def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict) -
     }
     cfg = deep_merge(defaults, user_cfg)
     cfg["port"] = port
-    security = cfg.get("security") if isinstance(cfg.get("security"), dict) else {}
+    raw_security = cfg.get("security")
+    security: dict = raw_security if isinstance(raw_security, dict) else {}
     cfg["security"] = {**security, "join_token_file": str(token_file)}
     cfg["security"].pop("join_token", None)
     return cfg
@@ -220,6 +192,7 @@ def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict:
         "slots_per_instance": slots, "max_idle_agent_period": idle_period, "max_agent_starting_period": "2m"}}]}
 
 
+# ---- starting processes ---------------------------------------------------------------------
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()[-lines:]
@@ -251,14 +224,27 @@ def info_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def _spawn(cmd: list[str], log_path: Path) -> subprocess.Popen:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    env = {**os.environ, procs.CLUSTER_ENV: cid}
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as log:
         try:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True, env=env)
         except OSError as e:
             raise CliError(f"cannot start {cmd[0]}: {e.strerror}") from None
+
+
+def _agent_log(data_dir: Path, i: int) -> Path:
+    return data_dir / "logs" / f"agent-{i}.log"
+
+
+def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen:
+    agent_cmd = console_command("det-agent", "agent_image.agent.main")
+    return _spawn([*agent_cmd, "--master", record.url, "--join-token-file", str(data_dir / "join-token"),
+                   "--agent-id", AGENT_ID.format(i), "--slots", str(record.slots_per_agent),
+                   "--work-dir", str(data_dir / "agents" / str(i))], _agent_log(data_dir, i), record.cluster_id)
 
 
 def _wait(what: str, check: Callable[[], bool], failed: Callable[[], str | None], timeout_s: float) -> None:
@@ -291,23 +277,80 @@ def _connected_agents(url: str) -> set[str] | None:
         agents = Session(url, None, env={}).get("/api/v1/agents").get("agents") or []
     except CliError:
         return None
-    return {a.get("id") for a in agents if isinstance(a, dict) and a.get("connected", True)}
+    return {str(a.get("id")) for a in agents if isinstance(a, dict) and a.get("connected", True)}
+
+
+def _wait_for_agents(data_dir: Path, url: str, started: dict[int, subprocess.Popen],
+                     master_failed: Callable[[], str | None]) -> None:
+    """Until agents `started` (index -> process) are connected, or one of them or the master exits."""
+    wanted = {AGENT_ID.format(i) for i in started}
+    unverifiable: list[bool] = []
+
+    def all_connected() -> bool:
+        ids = _connected_agents(url)
+        if ids is None:
+            unverifiable.append(True)
+            return len(unverifiable) > 25  # cannot log in as `determined`: stop asking
+        return wanted <= ids
+
+    def agent_failed() -> str | None:
+        reason = master_failed()
+        if reason:
+            return reason
+        for i, a in started.items():
+            if a.poll() is not None:
+                path = _agent_log(data_dir, i)
+                return f"agent {AGENT_ID.format(i)} exited with status {a.returncode}; {path}:\n{log_tail(path)}"
+        return None
+
+    _wait(f"{len(started)} agent(s) to connect", all_connected, agent_failed, AGENTS_CONNECT_TIMEOUT_S)
+    if len(unverifiable) > 25:
+        print("Warning: could not log in as 'determined' to check that the agents connected.", file=sys.stderr)
 
 
 # ---- up -------------------------------------------------------------------------------------
+def _restart_dead_agents(data_dir: Path, record: Record) -> int:
+    """The master answers: start again each recorded agent that is no longer running."""
+    dead = [i for i, pid in enumerate(record.agents) if not record.ours(pid)]
+    if not dead:
+        print(f"already running at {record.url}")
+        print(f"export DET_MASTER={record.url}")
+        return 0
+    started: dict[int, subprocess.Popen] = {}
+    for i in dead:
+        print(f"Agent {AGENT_ID.format(i)} (pid {record.agents[i]}) is not running; the end of "
+              f"{_agent_log(data_dir, i)}:\n{log_tail(_agent_log(data_dir, i), 10)}", file=sys.stderr)
+        proc = _spawn_agent(data_dir, record, i)
+        started[i] = proc
+        record.agents[i] = proc.pid
+        record.note(proc.pid)
+        write_pids(data_dir, record)
+    master = record.master
+
+    def master_failed() -> str | None:
+        return None if record.ours(master) else f"the master (pid {master}) exited"
+
+    try:
+        _wait_for_agents(data_dir, record.url, started, master_failed)
+    except CliError as e:
+        raise CliError(f"{e.message}\nThe rest of the cluster is still running; "
+                       "`det deploy local down` stops it.") from None
+    for i, proc in started.items():
+        print(f"Restarted agent {AGENT_ID.format(i)} (pid {proc.pid})")
+    print(f"export DET_MASTER={record.url}")
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().resolve()
     existing = read_pids(data_dir)
     if existing:
-        pids = [p for p in [existing.get("master"), *(existing.get("agents") or [])] if isinstance(p, int)]
-        live = [p for p in pids if is_ours(p, data_dir)]
-        url = str(existing.get("url") or "")
-        if live and isinstance(existing.get("master"), int) and existing["master"] in live and info_ok(url):
-            print(f"already running at {url}")
-            print(f"export DET_MASTER={url}")
-            return 0
+        if existing.ours(existing.master) and info_ok(existing.url):
+            return _restart_dead_agents(data_dir, existing)
+        live = [p for p in [existing.master, *existing.agents] if isinstance(p, int) and existing.ours(p)]
         if live:
-            print(f"Stopping what is left of a previous cluster in {data_dir}", file=sys.stderr)
+            print(f"The master of the cluster in {data_dir} is not answering: stopping what is left of it "
+                  f"(pids {', '.join(map(str, live))})", file=sys.stderr)
             stop_group_pids(live)
         (data_dir / PIDS).unlink(missing_ok=True)
 
@@ -323,21 +366,27 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not port_free("0.0.0.0" if host in ("0.0.0.0", "::") else connect_host, port):
         raise CliError(f"port {port} is already in use; pick another with --port")
 
+    procs.private_dir(data_dir)
     for sub in ("logs", "agents"):
-        (data_dir / sub).mkdir(parents=True, exist_ok=True)
+        procs.private_dir(data_dir / sub)
+    cid = procs.cluster_id(data_dir, create=True) or ""
     token_file = ensure_join_token(data_dir)
     config_path = data_dir / "master.yaml"
     if args.autoscale:
         user_cfg = deep_merge(autoscale_config(args.agents, args.slots_per_agent, args.idle_period), user_cfg)
-    config_path.write_text(yaml.safe_dump(master_config(data_dir, port, token_file, user_cfg), sort_keys=False))
+    procs.write_private(config_path, yaml.safe_dump(master_config(data_dir, port, token_file, user_cfg),
+                                                    sort_keys=False))
 
+    record = Record(url=url, cluster_id=cid, slots_per_agent=args.slots_per_agent)
     master: subprocess.Popen | None = None
-    agents: list[subprocess.Popen] = []
+    agents: dict[int, subprocess.Popen] = {}
     try:
         master_log = data_dir / "logs" / "master.log"
         master = _spawn([*console_command("det-master", "controlplane.master.main"), "--config", str(config_path)],
-                        master_log)
-        write_pids(data_dir, master.pid, [], url)
+                        master_log, cid)
+        record.master = master.pid
+        record.note(master.pid)
+        write_pids(data_dir, record)
         m = master
 
         def master_failed() -> str | None:
@@ -346,44 +395,19 @@ def cmd_up(args: argparse.Namespace) -> int:
             return None
 
         _wait(f"the master at {url}", lambda: info_ok(url, 1.0), master_failed, MASTER_START_TIMEOUT_S)
-        agent_cmd = console_command("det-agent", "agent_image.agent.main")
         for i in range(0 if args.autoscale else args.agents):
-            agents.append(_spawn([*agent_cmd, "--master", url, "--join-token-file", str(token_file),
-                                  "--agent-id", AGENT_ID.format(i), "--slots", str(args.slots_per_agent),
-                                  "--work-dir", str(data_dir / "agents" / str(i))],
-                                 data_dir / "logs" / f"agent-{i}.log"))
-            write_pids(data_dir, master.pid, [a.pid for a in agents], url)
+            agents[i] = _spawn_agent(data_dir, record, i)
+            record.agents.append(agents[i].pid)
+            record.note(agents[i].pid)
+            write_pids(data_dir, record)
         if agents:
-            wanted = {AGENT_ID.format(i) for i in range(args.agents)}
-            unverifiable: list[bool] = []
-
-            def all_connected() -> bool:
-                ids = _connected_agents(url)
-                if ids is None:
-                    unverifiable.append(True)
-                    return len(unverifiable) > 25  # cannot log in as `determined`: stop asking
-                return wanted <= ids
-
-            def agent_failed() -> str | None:
-                reason = master_failed()
-                if reason:
-                    return reason
-                for i, a in enumerate(agents):
-                    if a.poll() is not None:
-                        path = data_dir / "logs" / f"agent-{i}.log"
-                        return f"agent {AGENT_ID.format(i)} exited with status {a.returncode}; {path}:\n{log_tail(path)}"
-                return None
-
-            _wait(f"{args.agents} agent(s) to connect", all_connected, agent_failed, AGENTS_CONNECT_TIMEOUT_S)
-            if len(unverifiable) > 25:
-                print("Warning: could not log in as 'determined' to check that the agents connected.",
-                      file=sys.stderr)
+            _wait_for_agents(data_dir, url, agents, master_failed)
     except (CliError, KeyboardInterrupt) as e:
-        started = [p.pid for p in [*agents, master] if p is not None]
-        stop_group_pids([a.pid for a in agents])
+        started = [p.pid for p in [*agents.values(), master] if p is not None]
+        stop_group_pids([a.pid for a in agents.values()])
         if master is not None:
             stop_group_pids([master.pid])
-        for p in [*agents, master]:
+        for p in [*agents.values(), master]:
             if p is not None:
                 p.poll()
         (data_dir / PIDS).unlink(missing_ok=True)
@@ -399,29 +423,27 @@ def cmd_up(args: argparse.Namespace) -> int:
 # ---- down -----------------------------------------------------------------------------------
 def cmd_down(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().resolve()
-    pids = read_pids(data_dir)
+    record = read_pids(data_dir)
     stopped_any = False
-    if pids is None:
+    if record is None:
         print(f"No cluster recorded in {data_dir} (no {PIDS}).")
     else:
-        agent_pids = [p for p in pids.get("agents") or [] if isinstance(p, int)]
-        live_agents = [p for p in agent_pids if is_ours(p, data_dir)]
+        live_agents = [p for p in record.agents if record.ours(p)]
         killed = stop_group_pids(live_agents)
-        for i, pid in enumerate(agent_pids):
+        for i, pid in enumerate(record.agents):
             if pid in live_agents:
                 how = " (killed)" if pid in killed else ""
                 print(f"Stopped agent {AGENT_ID.format(i)} (pid {pid}){how}")
                 stopped_any = True
             else:
                 print(f"Agent {AGENT_ID.format(i)} (pid {pid}) was not running")
-        master = pids.get("master")
-        if isinstance(master, int):
-            if is_ours(master, data_dir):
-                killed = stop_group_pids([master])
-                print(f"Stopped master (pid {master}){' (killed)' if killed else ''}")
+        if record.master is not None:
+            if record.ours(record.master):
+                killed = stop_group_pids([record.master])
+                print(f"Stopped master (pid {record.master}){' (killed)' if killed else ''}")
                 stopped_any = True
             else:
-                print(f"Master (pid {master}) was not running")
+                print(f"Master (pid {record.master}) was not running")
     leftovers = leftover_processes(data_dir)
     if leftovers:
         stop_group_pids(leftovers, grace_s=5.0)
@@ -439,7 +461,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local = targets.add_parser("local", help="a master and agents as local processes")
     sub = local.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("up", help="start (or find running) a local master and agents")
+    p = sub.add_parser("up", help="start a local master and agents (or restart the agents of a recorded "
+                                  "cluster that died)")
     p.add_argument("--port", type=int, default=None, help="master port (default 8080)")
     p.add_argument("--agents", type=int, default=1, help="number of agents (default 1)")
     p.add_argument("--slots-per-agent", type=int, default=1, help="slots each agent offers (default 1)")
@@ -451,6 +474,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--idle-period", default="15s", help="with --autoscale: idle time before an agent goes")
     p.set_defaults(func=cmd_up)
 
-    p = sub.add_parser("down", help="stop the local master and agents")
+    p = sub.add_parser("down", help="stop the local master and agents (only processes proven to be this cluster's)")
     p.add_argument("--data-dir", default=".det-local")
     p.set_defaults(func=cmd_down)

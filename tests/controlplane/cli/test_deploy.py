@@ -1,18 +1,23 @@
-"""`det deploy local` with stand-ins for det-master (the fake master as a process) and det-agent."""
+"""`det deploy local` with stand-ins for det-master (the fake master as a process) and det-agent:
+what `down` may stop (only processes proven to be the cluster's), `up` restarting what died, and
+the modes of the files that hold secrets."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from controlplane.cli import deploy
+from controlplane.cli import deploy, deploy_procs
 
 FAKE_MASTER = Path(__file__).with_name("fake_master.py")
 SLEEPER = ["-c", "import time; time.sleep(600)"]
@@ -62,28 +67,36 @@ def stand_ins(monkeypatch):
     monkeypatch.setattr(deploy, "console_command", console_command)
 
 
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def up(det, data: Path, port: int, *extra: str):  # noqa: ANN001, ANN201
+    return det("deploy", "local", "up", "--port", str(port), "--agents", "1", "--slots-per-agent", "2",
+               "--data-dir", str(data), *extra)
+
+
 def test_up_is_idempotent_and_down_stops_everything(cli_env, det, tmp_path, stand_ins):
     data = tmp_path / "cluster"
     port = free_port()
     user_cfg = tmp_path / "user-master.yaml"
     user_cfg.write_text(yaml.safe_dump({"db": {"url": "sqlite:////tmp/x.db"}, "preemption_timeout": "30s"}))
-    args = ["deploy", "local", "up", "--port", str(port), "--agents", "1", "--slots-per-agent", "2",
-            "--data-dir", str(data), "--master-config", str(user_cfg)]
+    user_cfg.chmod(0o644)
     try:
-        r = det(*args)
+        r = up(det, data, port, "--master-config", str(user_cfg))
         assert r.rc == 0, r.err
         url = f"http://127.0.0.1:{port}"
         assert f"Master running at {url}" in r.out and f"export DET_MASTER={url}" in r.out
         pids = json.loads((data / "pids.json").read_text())
         assert pids["url"] == url and len(pids["agents"]) == 1
         assert all(deploy.pid_alive(p) for p in [pids["master"], *pids["agents"]])
+        assert set(pids["startTimes"]) == {str(pids["master"]), str(pids["agents"][0])}
         written = yaml.safe_load((data / "master.yaml").read_text())
         assert written["port"] == port and written["db"]["url"] == "sqlite:////tmp/x.db"
         assert written["security"]["join_token_file"] == str(data / "join-token")
-        assert stat.S_IMODE((data / "join-token").stat().st_mode) == 0o600
         assert "fake master" in (data / "logs" / "master.log").read_text()
 
-        again = det(*args)
+        again = up(det, data, port, "--master-config", str(user_cfg))
         assert again.rc == 0 and f"already running at {url}" in again.out
         assert json.loads((data / "pids.json").read_text()) == pids
     finally:
@@ -93,6 +106,129 @@ def test_up_is_idempotent_and_down_stops_everything(cli_env, det, tmp_path, stan
     assert not any(deploy.pid_alive(p) for p in [pids["master"], *pids["agents"]])
     assert not (data / "pids.json").exists()
     assert "Nothing was running." in det("deploy", "local", "down", "--data-dir", str(data)).out
+
+
+def test_secrets_are_private(cli_env, det, tmp_path, stand_ins):
+    """The data dir is 0700 and what it holds 0600, whatever the umask and the source file's mode."""
+    data = tmp_path / "cluster"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    user_cfg = tmp_path / "x.yaml"
+    user_cfg.write_text(yaml.safe_dump({"db": {"url": "postgresql://u:secret@db/x"}}))
+    user_cfg.chmod(0o644)
+    (data / "master.yaml").write_text("stale: true\n")
+    (data / "master.yaml").chmod(0o644)
+    old = os.umask(0o022)
+    try:
+        assert up(det, data, free_port(), "--master-config", str(user_cfg)).rc == 0
+    finally:
+        os.umask(old)
+        det("deploy", "local", "down", "--data-dir", str(data))
+    assert mode(data) == 0o700
+    for sub in ("logs", "agents"):
+        assert mode(data / sub) == 0o700, sub
+    for name in ("master.yaml", "join-token", "local-cluster-id", "logs/master.log", "logs/agent-0.log"):
+        assert mode(data / name) == 0o600, name
+    assert "secret" in (data / "master.yaml").read_text()
+
+
+def sleeper(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A process whose command line mentions `args` (paths, say) and that does nothing."""
+    return subprocess.Popen([sys.executable, *SLEEPER, *args], cwd=cwd, env={**os.environ, **(env or {})},
+                            start_new_session=True)
+
+
+@pytest.fixture
+def reap():
+    started: list[subprocess.Popen] = []
+    yield started.append
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+
+
+def test_down_stops_only_its_own_cluster(cli_env, det, tmp_path, stand_ins, reap):
+    """A sibling cluster whose data dir path starts with ours, and processes that merely mention
+    our data dir or run inside it, survive `down`; an orphan with our cluster id does not."""
+    ours, sibling = tmp_path / "c", tmp_path / "c-sibling"
+    try:
+        assert up(det, ours, free_port()).rc == 0
+        assert up(det, sibling, free_port()).rc == 0
+        mine, theirs = (json.loads((d / "pids.json").read_text()) for d in (ours, sibling))
+        lookalike = sleeper(str(ours), "--data-dir", str(ours), cwd=ours)
+        reap(lookalike)
+        orphan = sleeper(env={deploy_procs.CLUSTER_ENV: mine["clusterId"]})  # a trial whose agent died
+        reap(orphan)
+        for p in (lookalike, orphan):
+            assert deploy.pid_alive(p.pid)
+
+        r = det("deploy", "local", "down", "--data-dir", str(ours))
+        assert r.rc == 0
+        assert not any(deploy.pid_alive(p) for p in [mine["master"], *mine["agents"]])
+        assert f"Stopped 1 leftover process(es) of this cluster: {orphan.pid}" in r.out
+        assert orphan.wait(10) is not None
+        assert all(deploy.pid_alive(p) for p in [theirs["master"], *theirs["agents"]]), "sibling cluster touched"
+        assert deploy.pid_alive(lookalike.pid), "a process that only mentions the data dir was stopped"
+    finally:
+        det("deploy", "local", "down", "--data-dir", str(sibling))
+        det("deploy", "local", "down", "--data-dir", str(ours))
+    assert not any(deploy.pid_alive(p) for p in [theirs["master"], *theirs["agents"]])
+
+
+def test_down_in_the_home_directory_touches_nothing_it_did_not_start(cli_env, det, tmp_path, reap):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    work = home / "project"
+    work.mkdir()
+    bystander = sleeper(str(work), cwd=work, env={"DET_CHECKPOINT": str(work / "x")})
+    reap(bystander)
+    r = det("deploy", "local", "down", "--data-dir", "~")
+    assert r.rc == 0 and "Nothing was running." in r.out
+    assert deploy.pid_alive(bystander.pid)
+
+
+def test_a_reused_pid_is_not_taken_for_the_recorded_process(cli_env, det, tmp_path, reap):
+    """pids.json names a live process that started at another time: it is someone else's now."""
+    data = tmp_path / "cluster"
+    data.mkdir()
+    stranger = sleeper(str(data))
+    reap(stranger)
+    real_start = deploy_procs.start_time(stranger.pid)
+    assert real_start is not None
+    (data / "pids.json").write_text(json.dumps({
+        "url": "http://127.0.0.1:1", "clusterId": "abc", "master": stranger.pid, "agents": [stranger.pid],
+        "startTimes": {str(stranger.pid): real_start - 1}}))
+    r = det("deploy", "local", "down", "--data-dir", str(data))
+    assert f"Master (pid {stranger.pid}) was not running" in r.out and "Nothing was running." in r.out
+    assert deploy.pid_alive(stranger.pid)
+
+
+def test_up_restarts_a_dead_agent(cli_env, det, tmp_path, stand_ins):
+    data = tmp_path / "cluster"
+    port = free_port()
+    try:
+        assert up(det, data, port).rc == 0
+        before = json.loads((data / "pids.json").read_text())
+        [dead] = before["agents"]
+        os.killpg(dead, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while deploy.pid_alive(dead) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        r = up(det, data, port)
+        assert r.rc == 0, r.err
+        after = json.loads((data / "pids.json").read_text())
+        [new] = after["agents"]
+        assert new != dead and deploy.pid_alive(new)
+        assert f"Restarted agent local-agent-0 (pid {new})" in r.out and "already running" not in r.out
+        assert f"Agent local-agent-0 (pid {dead}) is not running" in r.err
+        assert after["master"] == before["master"]  # the master was fine: it kept running
+        assert str(new) in after["startTimes"]
+        assert "already running" in up(det, data, port).out
+    finally:
+        det("deploy", "local", "down", "--data-dir", str(data))
+    assert not deploy.pid_alive(new)
 
 
 def test_failed_master_start_shows_log_and_cleans_up(cli_env, det, tmp_path, monkeypatch):
