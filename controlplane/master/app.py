@@ -36,11 +36,23 @@ _MISSING = re.compile(r"^Object missing required field `([^`]*)`")
 _BODY_DECODE_ERRORS = ("JSON is malformed", "Number out of range", "Expected ", "Object contains", "Input data")
 
 
-def _field_message(e: object) -> str:
+def _wire_name(request: Request, key: str) -> str:
+    """A query parameter's name as the client sends it (``resourcePool``), not the Python one."""
+    try:
+        param = request.route_handler.parsed_fn_signature.parameters.get(key)
+    except Exception:  # noqa: BLE001 - no handler matched: keep Litestar's key
+        return key
+    kwarg = getattr(param, "kwarg_definition", None)
+    return getattr(kwarg, "name", None) or getattr(kwarg, "query", None) or key
+
+
+def _field_message(request: Request, e: object) -> str:
     """One of Litestar's validation errors ({message, key, source}) as "field: rule"."""
     if not isinstance(e, dict):
         return str(e)
     key, message, source = e.get("key"), str(e.get("message", "")), e.get("source")
+    if source in ("query", "path") and isinstance(key, str):
+        key = _wire_name(request, key)
     missing = _MISSING.match(message)
     if missing:  # msgspec: "Object missing required field `name`"
         parent = "" if key in (None, "", "data") else f"{key}."
@@ -55,12 +67,12 @@ def _field_message(e: object) -> str:
     return f"{key}: {message}" if key else message
 
 
-def _http_error(_: Request, exc: HTTPException) -> Response:
+def _http_error(request: Request, exc: HTTPException) -> Response:
     """Litestar's own 4xx (validation, routing): the message names the field, never a traceback."""
     detail = str(exc.detail)
     extra = getattr(exc, "extra", None)
     if extra and isinstance(extra, list):
-        detail = "; ".join(_field_message(e) for e in extra)
+        detail = "; ".join(_field_message(request, e) for e in extra)
     elif exc.status_code == 400 and detail.startswith(_BODY_DECODE_ERRORS):
         detail = f"request body: {detail}"
     return Response(error_body(detail, exc.status_code), status_code=exc.status_code)
@@ -86,7 +98,10 @@ def _too_deep(request: Request, exc: RecursionError) -> Response:
 
 
 async def _bootstrap(rt: MasterRuntime) -> None:
-    rt.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    from controlplane.master.file_modes import private_dir, private_sqlite_files
+
+    private_dir(rt.settings.data_dir)  # 0700: it holds secrets
+    private_sqlite_files(rt.settings.resolved_db_url())  # 0600 before SQLite first opens it
     await upgrade_to_head(rt.engine)
     async with rt.sessions.begin() as session:
         info = await session.scalar(select(ClusterInfo))
@@ -115,7 +130,19 @@ async def stop_runtime(rt: MasterRuntime) -> None:
     await rt.engine.dispose()
 
 
+# Database drivers and SQLAlchemy log every statement with its parameters (DEBUG, INFO): stored
+# configs, their secrets included. The master lets them write warnings only.
+SQL_LOGGERS = ("aiosqlite", "asyncpg", "sqlalchemy.engine", "sqlalchemy.pool")
+
+
+def _quiet_sql_loggers() -> None:
+    for name in SQL_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logging.WARNING, logger.level))
+
+
 def create_app(settings: MasterSettings) -> Litestar:
+    _quiet_sql_loggers()
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
