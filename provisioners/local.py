@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from provisioners.base import (
     TAG_CLUSTER,
@@ -89,7 +90,8 @@ class LocalProvisioner:
     def _spawn(self, iid: str, req: LaunchRequest, kw: dict[str, str]) -> subprocess.Popen[bytes]:
         argv = list(self._command(iid, req))
         env = {**os.environ, **self._env, "DET_AGENT_ID": iid, "DET_RESOURCE_POOL": req.pool}
-        out = subprocess.DEVNULL if self._log_dir is None else open(self._log_dir / f"{iid}.log", "ab")  # noqa: SIM115
+        out: int | IO[bytes] = (subprocess.DEVNULL if self._log_dir is None
+                                else open(self._log_dir / f"{iid}.log", "ab"))  # noqa: SIM115
         try:
             return subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -98,7 +100,7 @@ class LocalProvisioner:
         except OSError as exc:
             raise InvalidConfig(f"cannot start {argv[:1]}: {exc}", **kw) from exc
         finally:
-            if out is not subprocess.DEVNULL:
+            if not isinstance(out, int):
                 out.close()
 
     def list_instances(self, cluster_id: str, pool: str) -> list[Instance]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 
@@ -57,7 +58,7 @@ def _metric_ranks(ckpts: Iterable[CheckpointView], smaller: bool) -> dict[str, i
     return {c.uuid: i + 1 for i, c in enumerate(scored)}
 
 
-def doomed(ckpts: Sequence[CheckpointView], policy: SavePolicy, protected: set[str] = frozenset()) -> list[Doomed]:
+def doomed(ckpts: Sequence[CheckpointView], policy: SavePolicy, protected: AbstractSet[str] = frozenset()) -> list[Doomed]:
     """The checkpoints the policy does not keep, each with the sentence that says why."""
     by_trial: dict[int, list[CheckpointView]] = defaultdict(list)
     for c in ckpts:

@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from controlplane.cli.checkpoint import add_list_checkpoints
 from controlplane.cli.common import (
     TERMINAL_EXPERIMENT_STATES,
     avg_metrics,
-    metric_value,
     format_number,
+    metric_value,
     paged,
     parse_priority,
     parse_weight,
@@ -318,7 +319,7 @@ def parse_max_slots(text: str) -> int | None:
     return value
 
 
-SETTABLE = {  # command -> (v1PatchExperiment resources key, value parser)
+SETTABLE: dict[str, tuple[str, Callable[[str], object]]] = {  # command -> (v1PatchExperiment resources key, value parser)
     "priority": ("priority", parse_priority),
     "weight": ("weight", parse_weight),
     "max-slots": ("maxSlots", parse_max_slots),

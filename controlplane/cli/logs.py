@@ -36,7 +36,8 @@ def _count(text: str) -> int:
 def _text(entry: dict) -> str:
     text = entry.get("message")
     if not isinstance(text, str) or text == "":
-        text = entry.get("log") if isinstance(entry.get("log"), str) else ""
+        log_text = entry.get("log")
+        text = log_text if isinstance(log_text, str) else ""
     return text if text.endswith("\n") else text + "\n"
 
 

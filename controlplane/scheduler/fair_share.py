@@ -76,14 +76,14 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
             seniority[r.job_id] = min(seniority.get(r.job_id, (r.started_at, r.job_id)), (r.started_at, r.job_id))
     queue: dict[str, list[Request]] = {}  # each job's pending gangs that could ever fit here
     limit: dict[str, int] = {}
-    for r in sorted(pending, key=lambda r: (r.queue_position, r.submitted_at, r.allocation_id)):
-        if r.slots_needed <= 0 or not cap.could_ever_fit(r.slots_needed):
+    for q in sorted(pending, key=lambda q: (q.queue_position, q.submitted_at, q.allocation_id)):
+        if q.slots_needed <= 0 or not cap.could_ever_fit(q.slots_needed):
             continue  # zero-slot work is scheduled apart; impossible shapes wait for the autoscaler
-        queue.setdefault(r.job_id, []).append(r)
-        weight[r.job_id] = r.weight
-        seniority[r.job_id] = min(seniority.get(r.job_id, (r.submitted_at, r.job_id)), (r.submitted_at, r.job_id))
-        if r.max_slots is not None:
-            limit[r.job_id] = min(limit.get(r.job_id, r.max_slots), r.max_slots)
+        queue.setdefault(q.job_id, []).append(q)
+        weight[q.job_id] = q.weight
+        seniority[q.job_id] = min(seniority.get(q.job_id, (q.submitted_at, q.job_id)), (q.submitted_at, q.job_id))
+        if q.max_slots is not None:
+            limit[q.job_id] = min(limit.get(q.job_id, q.max_slots), q.max_slots)
 
     def demand_of(job: str) -> int:
         d = got.get(job, 0) + sum(r.slots_needed for r in queue.get(job, ()))

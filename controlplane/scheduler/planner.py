@@ -25,8 +25,8 @@ def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: S
     for r in pending:
         by_pool_pending.setdefault(r.pool, []).append(r)
     by_pool_running: dict[str, list[Running]] = {}
-    for r in running:
-        by_pool_running.setdefault(r.pool, []).append(r)
+    for run in running:
+        by_pool_running.setdefault(run.pool, []).append(run)
     by_pool_agents: dict[str, list[AgentSnapshot]] = {}
     for a in agents:
         by_pool_agents.setdefault(a.pool, []).append(a)

@@ -2,30 +2,37 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from controlplane.common.timeutil import aware, iso
 from controlplane.master.db.models import Instance
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime import MasterRuntime
 
 
+def _epoch(value: datetime | None, default: float) -> float:
+    moment = aware(value)
+    return moment.timestamp() if moment is not None else default
+
+
 def instance_cost(row: Instance, now: float) -> float:
     """Per-second billing: instance-seconds from launch to termination (or now) × price."""
-    start = aware(row.launched_at).timestamp()
-    end = aware(row.terminated_at).timestamp() if row.terminated_at else now
+    start = _epoch(row.launched_at, now)
+    end = _epoch(row.terminated_at, now)
     return max(0.0, end - start) * row.price_per_hour / 3600.0
 
 
-def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: float) -> dict:
+def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: float) -> dict[str, Any]:
     scaler = rt.autoscaler.pools.get(pool.name) if rt.autoscaler else None
-    instances = [{
+    instances: list[dict[str, Any]] = [{
         "id": r.id, "state": r.state, "instanceType": r.instance_type, "zone": r.zone, "spot": r.spot,
         "launchedAt": iso(r.launched_at), "terminatedAt": iso(r.terminated_at),
-        "ageSeconds": round((aware(r.terminated_at).timestamp() if r.terminated_at else now)
-                            - aware(r.launched_at).timestamp(), 1),
+        "ageSeconds": round(_epoch(r.terminated_at, now) - _epoch(r.launched_at, now), 1),
         "agentId": r.id if r.registered_at else None, "connected": r.id in rt.hub.connections,
         "costUsd": round(instance_cost(r, now), 4), "reason": r.reason,
     } for r in rows]
-    out = {
+    out: dict[str, Any] = {
         "pool": pool.name, "provider": (pool.provider or {}).get("type", ""), "autoscaling": scaler is not None,
         "instances": instances, "spentUsd": round(sum(i["costUsd"] for i in instances), 4),
         "plan": [], "blocked": [], "lastErrors": [], "backoff": None,
