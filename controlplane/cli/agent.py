@@ -1,7 +1,8 @@
 """`det agent list|enable|disable` and `det slot list`.
 
-The lists come from `GET /api/v1/agents`; `--json` prints a plain list (agents, or one object
-per slot) so scripts can `len()` it. `enable` is `POST /api/v1/agents/{id}/enable` (no body);
+The lists come from `GET /api/v1/agents`, every page of it (offset/limit); an agent lost past its
+reconnect window is left out unless `--all` (`all=true`). `--json` prints a plain list (agents,
+or one object per slot) so scripts can `len()` it. `enable` is `POST /api/v1/agents/{id}/enable` (no body);
 `disable` is `POST /api/v1/agents/{id}/disable` with `{"drain": true|false}`.
 """
 
@@ -13,9 +14,22 @@ from urllib.parse import quote
 from controlplane.cli import render
 from controlplane.cli.common import print_json, session_for
 
+PAGE = 1000
+MAX_PAGES = 10_000  # a master that keeps answering full pages cannot keep the CLI forever
+
 
 def _agents(args: argparse.Namespace) -> list[dict]:
-    return list(session_for(args).get("/api/v1/agents").get("agents") or [])
+    session = session_for(args)
+    out: list[dict] = []
+    for _ in range(MAX_PAGES):
+        params = {"offset": len(out), "limit": PAGE, **({"all": "true"} if getattr(args, "all", False) else {})}
+        body = session.get("/api/v1/agents", params)
+        rows = [a for a in body.get("agents") or [] if isinstance(a, dict)]
+        out.extend(rows)
+        total = (body.get("pagination") or {}).get("total")
+        if not rows or not isinstance(total, int) or len(out) >= total:
+            break
+    return out
 
 
 def cmd_agent_list(args: argparse.Namespace) -> int:
@@ -80,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("list", aliases=["ls"], help="list agents")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--all", action="store_true", help="also agents lost past their reconnect window")
     p.set_defaults(func=cmd_agent_list)
     p = sub.add_parser("enable", help="let an agent take new work again")
     p.add_argument("agent_id", metavar="AGENT_ID")

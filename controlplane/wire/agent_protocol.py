@@ -46,6 +46,9 @@ class Registered(msgspec.Struct, tag="registered", tag_field="type"):
     cluster_id: str
     # Allocations the master no longer wants (killed or reassigned while the agent was away).
     kill: list[str] = []
+    # agent_reconnect_wait: after this long away the master re-queues the agent's work, so an
+    # agent that cannot reach it for that long kills its tasks (0: the master did not say).
+    reconnect_wait_s: float = 0.0
 
 
 class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):

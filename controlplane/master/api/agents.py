@@ -1,26 +1,34 @@
-"""Agents: the WebSocket they connect to, and GET /api/v1/agents for people."""
+"""Agents: the WebSocket they connect to, and (admins, viewers for the list) the agents API.
+
+`GET /api/v1/agents` lists agents that are connected or still within their reconnect window
+(`agent_reconnect_wait`), with `connected: false` for the latter; an agent lost past its window
+is listed only with `all=true`. The list is paged (offset/limit, Determined's pagination).
+`POST /api/v1/agents/{id}/enable|disable` take an optional `{"drain": bool}` body.
+"""
 
 from __future__ import annotations
-
-from controlplane.master.authz import Action, opt
 
 import asyncio
 import hmac
 import logging
+from typing import Annotated
 
 import msgspec
 from litestar import Request, WebSocket, get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
-from sqlalchemy import select
+from litestar.params import Parameter, QueryParameter
+from sqlalchemy import func, select
 
 from controlplane.common.timeutil import iso
-from controlplane.master.api.auth_guard import bearer_token, current_user, runtime_of
+from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
+from controlplane.master.api.paging_params import Limit, Offset
+from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Agent, Allocation
-from controlplane.master.api.requests import read_json
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.services import logs as log_service
+from controlplane.master.services.paging import Pagination, page_size, pagination
 from controlplane.state import allocation as A
 from controlplane.wire import agent_protocol as wire
 
@@ -94,44 +102,113 @@ async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:
         pass
 
 
-def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> dict:
-    slots = {}
-    type_stats: dict[str, dict] = {}
+class V1Device(msgspec.Struct, rename="camel", kw_only=True):
+    id: int
+    brand: str
+    uuid: str
+    type: str  # TYPE_CUDA | TYPE_CPU
+
+
+class V1Container(msgspec.Struct, rename="camel", kw_only=True):
+    id: str  # the allocation using the slot
+    state: str
+    permission_denied: bool = False
+
+
+class V1Slot(msgspec.Struct, rename="camel", kw_only=True):
+    id: str
+    device: V1Device
+    enabled: bool
+    draining: bool
+    container: V1Container | None = None
+
+
+class V1TypeStats(msgspec.Struct, rename="camel", kw_only=True):
+    states: dict[str, int]
+    total: int
+    disabled: int
+    draining: int
+
+
+class V1SlotStats(msgspec.Struct, rename="camel", kw_only=True):
+    type_stats: dict[str, V1TypeStats]
+    brand_stats: dict[str, V1TypeStats]
+
+
+class V1Agent(msgspec.Struct, rename="camel", kw_only=True):
+    id: str
+    registered_time: str | None
+    last_seen: str | None
+    connected: bool
+    slots: dict[str, V1Slot]
+    resource_pools: list[str]
+    enabled: bool
+    draining: bool
+    addresses: list[str]
+    version: str
+    slot_stats: V1SlotStats
+
+
+class GetAgentsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    agents: list[V1Agent]
+    pagination: Pagination
+
+
+class AgentResponse(msgspec.Struct, rename="camel", kw_only=True):
+    agent: V1Agent
+
+
+class ToggleAgentRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's Enable/DisableAgentRequest: `drain` (disable only) lets running work finish."""
+
+    drain: bool = False
+    agent_id: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+
+
+AgentId = Annotated[str, Parameter(min_length=1, max_length=255, description="the agent's id")]
+
+
+def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> V1Agent:
+    slots: dict[str, V1Slot] = {}
+    type_stats: dict[str, V1TypeStats] = {}
     for s in agent.slots or []:
         device_type = "TYPE_CUDA" if s.get("type") == "cuda" else "TYPE_CPU"
         alloc = slot_use.get(s["id"])
-        slots[str(s["id"])] = {
-            "id": str(s["id"]),
-            "device": {"id": s["id"], "brand": s.get("brand", ""), "uuid": s.get("uuid", ""), "type": device_type},
-            "enabled": agent.enabled,
-            "draining": agent.draining,
-            "container": {"id": alloc, "state": "STATE_RUNNING", "permissionDenied": False} if alloc else None,
-        }
-        stats = type_stats.setdefault(device_type, {"states": {}, "total": 0, "disabled": 0, "draining": 0})
-        stats["total"] += 1
-    return {
-        "id": agent.id,
-        "registeredTime": iso(agent.registered_at),
-        "lastSeen": iso(agent.last_seen),
-        "connected": connected,
-        "slots": slots,
-        "resourcePools": [agent.resource_pool],
-        "enabled": agent.enabled,
-        "draining": agent.draining,
-        "addresses": list(agent.addresses or []),
-        "version": agent.version,
-        "slotStats": {"typeStats": type_stats, "brandStats": {}},
-    }
+        slots[str(s["id"])] = V1Slot(
+            id=str(s["id"]),
+            device=V1Device(id=s["id"], brand=s.get("brand", ""), uuid=s.get("uuid", ""), type=device_type),
+            enabled=agent.enabled, draining=agent.draining,
+            container=V1Container(id=alloc, state="STATE_RUNNING") if alloc else None)
+        stats = type_stats.setdefault(device_type, V1TypeStats(states={}, total=0, disabled=0, draining=0))
+        stats.total += 1
+    return V1Agent(
+        id=agent.id, registered_time=iso(agent.registered_at), last_seen=iso(agent.last_seen), connected=connected,
+        slots=slots, resource_pools=[agent.resource_pool], enabled=agent.enabled, draining=agent.draining,
+        addresses=list(agent.addresses or []), version=agent.version or "",
+        slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}))
 
 
 @get("/api/v1/agents", operation_id="GetAgents", opt=opt(Action.VIEW), tags=["agents"])
-async def list_agents(request: Request) -> dict:
-    await current_user(request)
+async def list_agents(
+    request: Request,
+    offset: Offset = 0,
+    limit: Limit = 0,
+    show_all: Annotated[bool, QueryParameter(name="all", description=(
+        "also agents lost past their reconnect window (agent_reconnect_wait)"))] = False,
+) -> GetAgentsResponse:
+    """Connected agents and those within their reconnect window (`connected: false`), by id."""
+    user_of(request)
     rt = runtime_of(request)
+    q = select(Agent)
+    if not show_all:  # the hub knows who is connected and who may still come back
+        q = q.where(Agent.id.in_(set(rt.hub.connections) | set(rt.hub.away_since)))
+    size = page_size(limit)
     async with rt.sessions() as session:
-        agents = (await session.scalars(select(Agent).order_by(Agent.id))).all()
+        total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
+        agents = (await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all()
         use = await _slot_use(session)
-    return {"agents": [agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections) for a in agents]}
+    return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections) for a in agents],
+                             pagination=pagination(offset, limit, total, len(agents)))
 
 
 async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
@@ -143,38 +220,38 @@ async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
     return use
 
 
-def _toggle(enable: bool):  # noqa: ANN202
-    action = "enable" if enable else "disable"
-
-    @post(f"/api/v1/agents/{{agent_id:str}}/{action}", operation_id=f"{action.title()}Agent", tags=["agents"],
-          opt=opt(Action.ADMINISTER),
-          status_code=200, name=f"agent-{action}")
-    async def handler(request: Request, agent_id: str) -> dict:
-        """disable: no new work; without drain, running work is preempted (it checkpoints and
-        resumes elsewhere); with drain, it finishes here."""
-        await current_user(request)
-        body = await read_json(request)
-        drain = bool(isinstance(body, dict) and body.get("drain"))
-        rt = runtime_of(request)
-        async with rt.orchestrator.transaction() as session:
-            agent = await session.get(Agent, agent_id)
-            if agent is None:
-                raise NotFound(f"agent {agent_id} not found")
-            agent.enabled, agent.draining = enable, (not enable and drain)
-            if not enable and not drain:
-                for alloc in (await session.scalars(select(Allocation).where(
-                        Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-                    if agent_id in gang.agents_of(alloc):
-                        rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
-            use = await _slot_use(session)
-            out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections)
-        rt.orchestrator.wake()
-        return {"agent": out}
-
-    return handler
+async def _set_enabled(request: Request, agent_id: str, enable: bool, drain: bool) -> AgentResponse:
+    user_of(request)
+    rt = runtime_of(request)
+    async with rt.orchestrator.transaction() as session:
+        agent = await session.get(Agent, agent_id)
+        if agent is None:
+            raise NotFound(f"agent {agent_id} not found")
+        agent.enabled, agent.draining = enable, (not enable and drain)
+        if not enable and not drain:
+            for alloc in (await session.scalars(select(Allocation).where(
+                    Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+                if agent_id in gang.agents_of(alloc):
+                    rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
+        use = await _slot_use(session)
+        out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections)
+    rt.orchestrator.wake()
+    return AgentResponse(agent=out)
 
 
-enable_agent = _toggle(True)
-disable_agent = _toggle(False)
+@post("/api/v1/agents/{agent_id:str}/enable", operation_id="EnableAgent", tags=["agents"],
+      opt=opt(Action.ADMINISTER), status_code=200, name="agent-enable")
+async def enable_agent(request: Request, agent_id: AgentId, data: ToggleAgentRequest | None = None) -> AgentResponse:
+    """The agent takes new work again."""
+    return await _set_enabled(request, agent_id, True, False)
+
+
+@post("/api/v1/agents/{agent_id:str}/disable", operation_id="DisableAgent", tags=["agents"],
+      opt=opt(Action.ADMINISTER), status_code=200, name="agent-disable")
+async def disable_agent(request: Request, agent_id: AgentId, data: ToggleAgentRequest | None = None) -> AgentResponse:
+    """No new work; without drain, running work is preempted (it checkpoints and resumes
+    elsewhere); with drain, it finishes here."""
+    return await _set_enabled(request, agent_id, False, bool(data and data.drain))
+
 
 ROUTES = [agent_socket, list_agents, enable_agent, disable_agent]

@@ -1,9 +1,16 @@
-"""Live agent connections. Memory only: after a master restart agents reconnect and re-register."""
+"""Live agent connections. Memory only: after a master restart agents reconnect and re-register.
+
+`away_since` holds the agents that went away and may still come back: an entry is made when a
+connection drops (and at start for the agents that were connected when the master stopped)
+and removed when the agent re-registers or when the orchestrator declares it lost after
+`agent_reconnect_wait`. Its times come from `clock` (monotonic; tests give a fake one).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controlplane.wire import agent_protocol as wire
@@ -25,7 +32,8 @@ class AgentConnection:
 
 
 class AgentHub:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self.connections: dict[str, AgentConnection] = {}
         # agent id -> monotonic time it went away (agents known from the DB start here too).
         self.away_since: dict[str, float] = {}
@@ -41,9 +49,14 @@ class AgentHub:
         """Removes this connection if it is still the current one for its agent."""
         if self.connections.get(conn.agent_id) is conn:
             del self.connections[conn.agent_id]
-            self.away_since[conn.agent_id] = time.monotonic()
+            self.away_since[conn.agent_id] = self.clock()
             return True
         return False
+
+    def lost(self, wait_s: float) -> list[str]:
+        """Agents away for longer than `wait_s`."""
+        now = self.clock()
+        return [a for a, since in self.away_since.items() if now - since > wait_s]
 
     def send(self, agent_id: str, msg: wire.MasterMessage) -> bool:
         conn = self.connections.get(agent_id)

@@ -64,10 +64,12 @@ class Orchestrator:
 
     async def start(self) -> None:
         async with self.rt.sessions.begin() as session:
-            # After a master restart no agent is connected yet: each gets the reconnect window.
+            # After a master restart no agent is connected yet: each gets the reconnect window
+            # (and is listed, disconnected, until it ends).
+            now = self.rt.hub.clock() + RESTART_GRACE_S
             for agent in (await session.scalars(select(Agent).where(Agent.connected.is_(True)))).all():
                 agent.connected = False
-            now = time.monotonic() + RESTART_GRACE_S
+                self.rt.hub.away_since.setdefault(agent.id, now)
             for alloc in (await session.scalars(select(Allocation).where(
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
                 for agent_id in gang.agents_of(alloc):
@@ -205,7 +207,8 @@ class Orchestrator:
         log.info("agent %s registered: pool %s, %d slot(s), %d running", reg.agent_id, reg.pool,
                  len(reg.slots), len(reg.running))
         self.wake()
-        return wire.Registered(cluster_id=self.rt.cluster_id, kill=kill)
+        return wire.Registered(cluster_id=self.rt.cluster_id, kill=kill,
+                               reconnect_wait_s=self.rt.settings.agent_reconnect_wait_s)
 
     async def agent_disconnected(self, conn: AgentConnection) -> None:
         if not self.rt.hub.detach(conn):
@@ -443,9 +446,7 @@ class Orchestrator:
 
     async def _reap_lost_agents(self, session: AsyncSession) -> None:
         wait = self.rt.settings.agent_reconnect_wait_s
-        now = time.monotonic()
-        lost = [a for a, since in self.rt.hub.away_since.items() if now - since > wait]
-        for agent_id in lost:
+        for agent_id in self.rt.hub.lost(wait):
             del self.rt.hub.away_since[agent_id]
             allocs = await self._live_allocations_on(session, agent_id)
             if allocs:
