@@ -25,6 +25,10 @@ class AgentConfig:
     log_level: str
     cloud: str = "none"  # "aws" | "gcp": identity and interruption notices from instance metadata
     metadata_url: str | None = None
+    task_runtime: str = "sandbox"  # "sandbox" (bubblewrap) | "process" (no isolation)
+    bwrap: str = "bwrap"
+    hide: tuple[Path, ...] = ()  # paths tasks must not see, e.g. the master's data dir
+    join_token_file: Path | None = None
 
     @property
     def ws_url(self) -> str:
@@ -59,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the agent id (instance id / name) and spot interruption notices from the "
                         "instance metadata")
     p.add_argument("--metadata-url", default=None, help="instance metadata base URL (default: the cloud's own)")
+    p.add_argument("--task-runtime", choices=["sandbox", "process"], default="sandbox",
+                   help="sandbox: each task under bubblewrap (required unless 'process' is given); "
+                        "process: plain processes as the agent's user, no isolation")
+    p.add_argument("--bwrap", default="bwrap", help="the bubblewrap executable (a path or a name on PATH)")
+    p.add_argument("--hide", action="append", default=[], metavar="PATH",
+                   help="a path tasks must not see, e.g. the master's data dir (repeatable)")
     return p
 
 
@@ -91,6 +101,10 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         log_level=str(args.log_level).upper(),
         cloud=args.cloud,
         metadata_url=args.metadata_url,
+        task_runtime=args.task_runtime,
+        bwrap=args.bwrap,
+        hide=tuple(Path(h).expanduser().resolve() for h in args.hide),
+        join_token_file=Path(args.join_token_file).expanduser().resolve() if args.join_token_file else None,
     )
 
 

@@ -16,6 +16,7 @@ from .addresses import local_addresses
 from .config import AgentConfig, parse_config
 from .connection import Connection
 from .outbox import Outbox
+from .runtime import task_sandbox
 from .slots import detect_slots
 from .tasks import TaskRunner
 
@@ -29,6 +30,7 @@ async def run_agent(cfg: AgentConfig) -> int:
     slots = detect_slots(cfg.slots, cfg.slot_type)
     log.info("agent %s: %d %s slot(s), pool %s", cfg.agent_id, len(slots), slots[0].type if slots else "-", cfg.pool)
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    sandbox = await asyncio.to_thread(task_sandbox, cfg)  # refuses to start without one (unless opted out)
     outbox = Outbox()
     conn: Connection | None = None
     runner = TaskRunner(
@@ -38,6 +40,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         slots=slots,
         outbox=outbox,
         cluster_id=lambda: conn.cluster_id if conn else "",
+        sandbox=sandbox,
     )
     conn = Connection(
         ws_url=cfg.ws_url,

@@ -1,9 +1,10 @@
 """What a task process sees: its info files, environment and command line.
 
 Reproduces what Determined's ``prep_container`` + ``entrypoint.sh`` give a trial container
-(reference §4.1–4.3), for a plain local process: ``DET_INFO_DIR`` replaces
-``/run/determined/info``, the cwd is the unpacked context, and ``python3`` on ``PATH`` is the
-agent's own interpreter.
+(reference §4.1–4.3): ``DET_INFO_DIR`` names the info files (``/run/determined/info`` in the
+sandbox), the cwd is the unpacked context (``/run/determined/workdir`` in the sandbox),
+``startup-hook.sh`` is sourced by bash, and ``python3`` on ``PATH`` is the agent's own interpreter.
+The agent's join token never reaches a task's environment.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 from controlplane.wire.agent_protocol import Slot, StartTask
 
 STARTUP_HOOK = "startup-hook.sh"
+AGENT_SECRETS = ("DET_AGENT_JOIN_TOKEN",)
 
 
 def write_private_json(path: Path, data: Any) -> None:
@@ -75,6 +78,8 @@ def build_env(
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
+    for name in AGENT_SECRETS:
+        env.pop(name, None)
     env.update(msg.env)
     # Master-set values that the agent can also derive; the master's win.
     env.setdefault("DET_TASK_ID", msg.task_id)
@@ -106,11 +111,22 @@ def build_command(entrypoint: str | list[str], context_dir: Path) -> list[str]:
     """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one."""
     if isinstance(entrypoint, str):
         if (context_dir / STARTUP_HOOK).is_file():
-            return ["sh", "-c", f". ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]
+            return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]
         return ["sh", "-c", entrypoint]
     argv = [str(a) for a in entrypoint]
     if not argv:
         raise ValueError("empty entrypoint")
     if (context_dir / STARTUP_HOOK).is_file():
-        return ["sh", "-c", f". ./{STARTUP_HOOK} && exec {shlex.join(argv)}"]
+        return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec {shlex.join(argv)}"]
     return argv
+
+
+def check_executable(program: str, context_dir: Path, path: str) -> None:
+    """Raise FileNotFoundError unless ``program`` resolves as exec would resolve it in the task
+    (a name on ``path``, or a path relative to the context)."""
+    if "/" in program:
+        found = os.path.isfile(program if os.path.isabs(program) else context_dir / program)
+    else:
+        found = shutil.which(program, path=path) is not None
+    if not found:
+        raise FileNotFoundError(f"{program}: no such executable")

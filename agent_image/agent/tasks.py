@@ -1,10 +1,12 @@
 """Runs the master's tasks as local process groups and reports their life cycle.
 
 For each ``StartTask``: prepare ``<work-dir>/tasks/<allocation id>/`` (context, info files),
-spawn the entrypoint in a new session, ship its output, and queue ``TaskStarted`` /
-``TaskLogs`` / ``TaskExited`` on the outbox, the exit strictly after the last log batch.
-A task's process group is treated like a container: when its leader exits, or a kill's grace
-runs out, whatever is left in the group gets SIGKILL.
+spawn the entrypoint in a new session (under bubblewrap unless the agent runs tasks as plain
+processes, see ``sandbox.py``), ship its output, and queue ``TaskStarted`` / ``TaskLogs`` /
+``TaskExited`` on the outbox, the exit strictly after the last log batch; then the task
+directory is removed (its logs are already in the outbox). A task's process group is treated
+like a container: when its leader exits, or a kill's grace runs out, whatever is left in the
+group gets SIGKILL.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from .context_cache import ContextCache
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
 from .safe_untar import safe_extract
-from .task_setup import build_command, build_env, write_info_files
+from .sandbox import INFO_DIR, RESOURCES_TYPE, WORKDIR, Mount, Sandbox, chown_tree, block_sigterm, shared_fs_mount
+from .task_setup import build_command, build_env, check_executable, write_info_files
 
 _PR_SET_PDEATHSIG = 1
 
@@ -42,6 +45,29 @@ def _die_with_agent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
+def _sandboxed_preexec() -> None:
+    block_sigterm()
+    _die_with_agent()
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` even where the task took away its own write or search permissions."""
+    def fix(func, target, _exc) -> None:  # noqa: ANN001
+        parent = os.path.dirname(target)
+        with contextlib.suppress(OSError):
+            os.chmod(parent, 0o700)
+            if os.path.isdir(target) and not os.path.islink(target):
+                os.chmod(target, 0o700)
+        with contextlib.suppress(FileNotFoundError):
+            if func in (os.rmdir, os.unlink, os.remove):
+                func(target)
+            else:
+                shutil.rmtree(target, ignore_errors=True)
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=fix)
+
+
 log = logging.getLogger(__name__)
 
 _FINISHED_MEMORY = 1000
@@ -56,6 +82,9 @@ class TaskHandle:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
     killer: asyncio.Task[None] | None = None
+    # set once a SIGTERM to the group reaches the task (at once for a plain process; for a
+    # sandbox when its shim says so: an earlier one would only reach bwrap and be lost)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def exit_code_of(returncode: int) -> int:
@@ -78,6 +107,7 @@ class TaskRunner:
         slots: list[Slot],
         outbox: Outbox,
         cluster_id: Callable[[], str],
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._master_url = master_url
         self._agent_id = agent_id
@@ -86,8 +116,12 @@ class TaskRunner:
         self._outbox = outbox
         self._cluster_id = cluster_id
         self._contexts = ContextCache(work_dir / "contexts")
+        self._sandbox = sandbox
         self._tasks: dict[str, TaskHandle] = {}
         self._finished: list[str] = []
+        self._cleanups: set[asyncio.Task[None]] = set()
+        # A new agent process runs no task yet: what an earlier one left behind is garbage.
+        remove_tree(work_dir / "tasks")
 
     # -- queries ---------------------------------------------------------------------------
     def running_ids(self) -> list[str]:
@@ -120,6 +154,8 @@ class TaskRunner:
             _, pending = await asyncio.wait(waiters, timeout=max_grace + 3.0)
             for w in pending:
                 w.cancel()
+        if self._cleanups:
+            await asyncio.wait(set(self._cleanups), timeout=10.0)
 
     # -- internals -----------------------------------------------------------------------------
     def _signal(self, handle: TaskHandle, grace: float) -> None:
@@ -128,9 +164,20 @@ class TaskRunner:
         if proc is None or proc.returncode is not None:
             return  # not spawned yet (the runner checks kill_requested) or already gone
         log.info("killing %s (grace %.1fs)", handle.allocation_id, grace)
-        _killpg(proc.pid, signal.SIGTERM)
+        if handle.ready.is_set():
+            _killpg(proc.pid, signal.SIGTERM)
+        else:
+            asyncio.create_task(self._term_when_ready(handle, proc.pid))  # noqa: RUF006 - ends with the task
         if handle.killer is None:
             handle.killer = asyncio.create_task(self._escalate(handle, proc.pid, grace))
+
+    async def _term_when_ready(self, handle: TaskHandle, pgid: int) -> None:
+        waiters = [asyncio.create_task(handle.ready.wait()), asyncio.create_task(handle.done.wait())]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+        if not handle.done.is_set():
+            _killpg(pgid, signal.SIGTERM)
 
     async def _escalate(self, handle: TaskHandle, pgid: int, grace: float) -> None:
         try:
@@ -139,8 +186,9 @@ class TaskRunner:
             log.info("%s did not stop within %.1fs: SIGKILL", handle.allocation_id, grace)
             _killpg(pgid, signal.SIGKILL)
 
-    def _prepare(self, msg: StartTask, task_dir: Path) -> list[str]:
-        """Blocking: context, info files; returns argv. Runs in a worker thread."""
+    def _prepare(self, msg: StartTask, task_dir: Path) -> tuple[list[str], list[Mount]]:
+        """Blocking: context, info files; returns the entrypoint's argv and the sandbox's mounts.
+        Runs in a worker thread."""
         task_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(task_dir, 0o700)
         tgz = self._contexts.get(self._master_url, msg.task_id, msg.session_token, msg.context_hash)
@@ -149,30 +197,83 @@ class TaskRunner:
             shutil.rmtree(context_dir)
         safe_extract(tgz, context_dir)
         write_info_files(task_dir / "info", msg, self._master_url, self._cluster_id(), self._agent_id)
-        return build_command(msg.entrypoint, context_dir)
+        argv = build_command(msg.entrypoint, context_dir)
+        if self._sandbox is None:
+            return argv, []
+        mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True)]
+        shared = shared_fs_mount(msg.trial_info)
+        owner = self._sandbox.owner
+        if shared is not None:
+            if not shared.source.is_dir():
+                shared.source.mkdir(parents=True)
+                if owner is not None:
+                    os.chown(shared.source, *owner)
+            mounts.append(shared)
+        if owner is not None:  # the task runs as this uid: give it its workdir and info files
+            chown_tree(context_dir, *owner)
+            chown_tree(task_dir / "info", *owner)
+        return argv, mounts
 
     async def _spawn(self, msg: StartTask, task_dir: Path, handle: TaskHandle) -> asyncio.subprocess.Process | None:
         """The started process, or None when a kill arrived while preparing."""
-        argv = await asyncio.to_thread(self._prepare, msg, task_dir)
+        entry, mounts = await asyncio.to_thread(self._prepare, msg, task_dir)
         if handle.kill_requested:
             return None
+        if self._sandbox is None:
+            handle.ready.set()
+            return await self._exec(entry, task_dir / "context", self._env(msg, task_dir, sandboxed=False),
+                                    _die_with_agent)
+        env = self._env(msg, task_dir, sandboxed=True)
+        # "failed to start" as for a plain process, not an exit 127 from inside the sandbox
+        check_executable(entry[0], task_dir / "context", env.get("PATH", ""))
+        ready_r, ready_w = os.pipe()
+        try:
+            argv = self._sandbox.command(entry, mounts, WORKDIR, ready_fd=ready_w)
+            proc = await self._exec(argv, task_dir, env, _sandboxed_preexec, pass_fds=(ready_w,))
+        except BaseException:
+            os.close(ready_r)
+            raise
+        finally:
+            os.close(ready_w)
+
+        async def wait_ready() -> None:
+            try:
+                await asyncio.to_thread(os.read, ready_r, 1)  # a byte, or EOF if it died first
+            finally:
+                os.close(ready_r)
+                handle.ready.set()
+
+        asyncio.create_task(wait_ready())  # noqa: RUF006 - ends with the sandbox's shim
+        return proc
+
+    def _env(self, msg: StartTask, task_dir: Path, *, sandboxed: bool) -> dict[str, str]:
         env = build_env(
             msg,
             master_url=self._master_url,
             cluster_id=self._cluster_id(),
             agent_id=self._agent_id,
             slots=self._slots,
-            info_dir=task_dir / "info",
+            info_dir=Path(INFO_DIR) if sandboxed else task_dir / "info",
         )
+        if sandboxed:
+            env["DET_RESOURCES_TYPE"] = RESOURCES_TYPE
+            env["HOME"] = "/tmp"
+            env["PWD"] = WORKDIR
+        return env
+
+    @staticmethod
+    async def _exec(argv: list[str], cwd: Path, env: dict[str, str], preexec: Callable[[], None],
+                    pass_fds: tuple[int, ...] = ()) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            cwd=str(task_dir / "context"),
+            cwd=str(cwd),
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_agent,
+            preexec_fn=preexec,
+            pass_fds=pass_fds,
             limit=READ_LIMIT,
         )
 
@@ -206,6 +307,9 @@ class TaskRunner:
             self._tasks.pop(alloc, None)
             self._finished.append(alloc)
             del self._finished[:-_FINISHED_MEMORY]
+            cleanup = asyncio.create_task(asyncio.to_thread(remove_tree, task_dir), name=f"cleanup-{alloc}")
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
 
     async def _supervise(self, alloc: str, proc: asyncio.subprocess.Process, task_dir: Path) -> int:
         """Ship output until the process and its pipes are done; returns the returncode."""

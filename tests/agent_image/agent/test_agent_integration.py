@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import stat
 import subprocess
 from pathlib import Path
 
@@ -26,8 +25,12 @@ print("[rank=0] INFO: hi")
 print("trial", os.environ["DET_TRIAL_ID"])
 print("hook", os.environ.get("HOOK_VAR", "-"))
 print("slots", os.environ["DET_SLOT_IDS"], "cuda=" + os.environ["CUDA_VISIBLE_DEVICES"])
-info = json.load(open(os.path.join(os.environ["DET_INFO_DIR"], "cluster.json")))
+info_dir = os.environ["DET_INFO_DIR"]
+info = json.load(open(os.path.join(info_dir, "cluster.json")))
 print("cluster", info["cluster_id"], info["allocation_id"])
+print("info", json.dumps({name: json.load(open(os.path.join(info_dir, name + ".json")))
+                          for name in ("cluster", "trial", "rendezvous")}, sort_keys=True))
+print("mode", oct(os.stat(os.path.join(info_dir, "cluster.json")).st_mode & 0o777))
 print("WARNING: to stderr", file=sys.stderr)
 """
 
@@ -100,15 +103,17 @@ async def test_register_run_logs_and_exit(master: FakeMaster, start_agent: Agent
     order = [type(m) for m in master.messages if getattr(m, "allocation_id", None) == "a1"]
     assert order[0] is TaskStarted and order[-1] is TaskExited and order.count(TaskExited) == 1
 
-    task_dir = tmp_path / "work" / "tasks" / "a1"
-    assert "[rank=0] INFO: hi" in (task_dir / "logs" / "stdout.log").read_text()
-    cluster = json.loads((task_dir / "info" / "cluster.json").read_text())
+    info = json.loads(next(m for m in by_msg if m.startswith("info "))[len("info "):])
+    cluster = info["cluster"]
     assert cluster["session_token"] == "session-a1" and cluster["slot_ids"] == [0, 1]
     assert cluster["latest_checkpoint"] is None and cluster["task_type"] == "TRIAL"
-    assert json.loads((task_dir / "info" / "trial.json").read_text()) == {"trial_id": 7, "experiment_id": 3}
-    rdv = json.loads((task_dir / "info" / "rendezvous.json").read_text())
+    assert info["trial"] == {"trial_id": 7, "experiment_id": 3}
+    rdv = info["rendezvous"]
     assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2]}
-    assert stat.S_IMODE((task_dir / "info" / "cluster.json").stat().st_mode) == 0o600
+    assert "mode 0o600" in by_msg
+    # the task directory goes once the allocation has ended; its logs reached the master first
+    task_dir = tmp_path / "work" / "tasks" / "a1"
+    await master.wait_until(lambda: not task_dir.exists())
 
     # a warm agent reuses the cached context: no second download for the same hash
     assert master.downloads == ["task-a1"]

@@ -52,8 +52,8 @@ def test_command_with_and_without_hook(tmp_path: Path) -> None:
     assert build_command("echo hi", tmp_path) == ["sh", "-c", "echo hi"]
     assert build_command(["python3", "a b.py"], tmp_path) == ["python3", "a b.py"]
     (tmp_path / "startup-hook.sh").write_text("export X=1\n")
-    assert build_command("echo 'hi'", tmp_path) == ["sh", "-c", ". ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
-    assert build_command(["python3", "a b.py"], tmp_path) == ["sh", "-c", ". ./startup-hook.sh && exec python3 'a b.py'"]
+    assert build_command("echo 'hi'", tmp_path) == ["bash", "-c", "source ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
+    assert build_command(["python3", "a b.py"], tmp_path) == ["bash", "-c", "source ./startup-hook.sh && exec python3 'a b.py'"]
 
 
 def test_info_files(tmp_path: Path) -> None:
