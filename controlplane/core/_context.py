@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -143,6 +144,12 @@ def _off_cluster(info: ClusterInfo | None, storage: storage_mod.StorageManager, 
                    SearcherContext(length, None, None, missing_reason=reason), preempt, None, None)
 
 
+def _in_container() -> bool:
+    """Whether this task runs in a container-like sandbox (anything but the agent's plain
+    ``local-process`` runtime), where a shared_fs host_path is mounted at its container_path."""
+    return os.environ.get("DET_RESOURCES_TYPE", "local-process") not in ("", "local-process")
+
+
 def init(*, max_length_off_cluster: int | None = None, max_length: int | None = None,
          checkpoint_dir: str | Path = "checkpoints", checkpoint_storage: str | dict | None = None,
          distributed: Any = None, preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
@@ -161,7 +168,7 @@ def init(*, max_length_off_cluster: int | None = None, max_length: int | None = 
     session = Session(info.master_url, info.session_token)
     trial = info.trial
     if trial is None:  # a non-TRIAL task: real preemption, nothing else to report
-        storage = storage_mod.from_config(checkpoint_storage, local_dir)
+        storage = storage_mod.from_config(checkpoint_storage, local_dir, in_container=_in_container())
         return _off_cluster(info, storage, None, PreemptContext(session, info.allocation_id))
 
     cfg_storage = trial.config.get("checkpoint_storage")
@@ -174,7 +181,7 @@ def init(*, max_length_off_cluster: int | None = None, max_length: int | None = 
         if e.status != 404:
             session.close()
             raise
-    storage = storage_mod.from_config(checkpoint_storage or cfg_storage, local_dir)
+    storage = storage_mod.from_config(checkpoint_storage or cfg_storage, local_dir, in_container=_in_container())
     preempt = PreemptContext(session, info.allocation_id)
     shipper = MetricShipper(session.clone(), trial.trial_id)
     length = max_length_of(trial.config)

@@ -15,6 +15,7 @@ from controlplane.storage.base import StorageManager
 from controlplane.storage.shared_fs import LocalDirectoryStorage
 from controlplane.storage.transfer import TransferSettings
 
+SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"  # Determined's default container_path
 GC_KEYS = frozenset({"save_experiment_best", "save_trial_best", "save_trial_latest"})
 _CLOUD_KEYS = {
     "s3": frozenset({"bucket", "prefix", "endpoint_url", "access_key", "secret_key", "temp_dir"}),
@@ -23,10 +24,13 @@ _CLOUD_KEYS = {
 
 
 def from_config(cfg: dict | str | Path | None, default_dir: Path, *,
-                transfer: TransferSettings | None = None) -> StorageManager:
+                transfer: TransferSettings | None = None, in_container: bool = False) -> StorageManager:
     """The storage of an experiment's ``checkpoint_storage`` (a dict), or a plain directory
     (str/Path, as ``core.init(checkpoint_storage=...)`` accepts); None → ``default_dir``.
-    ``transfer`` tunes the cloud stores. Raises ValueError for an invalid config."""
+    ``transfer`` tunes the cloud stores. ``in_container``: the caller is a task whose sandbox
+    mounts a ``shared_fs`` host_path at its container_path (default ``/determined_shared_fs``),
+    so that is where it reads and writes; everyone else uses host_path. Raises ValueError for
+    an invalid config."""
     if not cfg:
         return LocalDirectoryStorage(Path(default_dir))
     if isinstance(cfg, (str, Path)):
@@ -35,7 +39,8 @@ def from_config(cfg: dict | str | Path | None, default_dir: Path, *,
     if kind == "shared_fs":
         if not cfg.get("host_path"):
             raise ValueError("checkpoint_storage: shared_fs needs host_path")
-        return LocalDirectoryStorage(_inside(Path(cfg["host_path"]), cfg.get("storage_path")))
+        base = Path(cfg.get("container_path") or SHARED_FS_CONTAINER_PATH) if in_container else Path(cfg["host_path"])
+        return LocalDirectoryStorage(_inside(base, cfg.get("storage_path")))
     if kind == "directory":
         if not cfg.get("container_path"):
             raise ValueError("checkpoint_storage: directory needs container_path")

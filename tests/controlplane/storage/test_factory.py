@@ -56,3 +56,13 @@ def test_cloud_sdks_load_only_when_used():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[3]).stdout
     assert out.strip() == "[]"
+
+
+def test_shared_fs_in_a_task_sandbox_uses_the_container_path(tmp_path):
+    cfg = {"type": "shared_fs", "host_path": str(tmp_path), "storage_path": "ckpts"}
+    assert from_config(cfg, tmp_path).base == (tmp_path / "ckpts").resolve()  # the master, det CLI
+    assert from_config(cfg, tmp_path, in_container=True).base == Path("/determined_shared_fs/ckpts")
+    custom = {**cfg, "container_path": "/mnt/shared"}
+    assert from_config(custom, tmp_path, in_container=True).base == Path("/mnt/shared/ckpts")
+    with pytest.raises(ValueError, match="storage_path"):
+        from_config({**cfg, "storage_path": "../out"}, tmp_path, in_container=True)
