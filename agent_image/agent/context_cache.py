@@ -1,12 +1,15 @@
 """Model-definition download with an on-disk cache keyed by ``StartTask.context_hash``.
 
 A warm agent that already holds ``<work-dir>/contexts/<hash>.tgz`` does not download again.
-The download uses the allocation's session token, like ``prep_container``.
+The download uses the allocation's session token, like ``prep_container``. The cache is bounded
+in bytes and entries: after each store the least recently used archives (by mtime, which a hit
+refreshes) go until it fits, never the one just stored.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import logging
 import os
@@ -47,16 +50,26 @@ def download_context(master_url: str, task_id: str, session_token: str, timeout:
         raise ContextError(f"bad context response: {exc}") from exc
 
 
+DEFAULT_MAX_BYTES = 2 << 30
+DEFAULT_MAX_ENTRIES = 64
+
+
 class ContextCache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         self.directory = directory
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
 
     def get(self, master_url: str, task_id: str, session_token: str, context_hash: str) -> bytes:
         """The context tarball bytes, from the cache when ``context_hash`` is known there."""
         path = self.directory / cache_file_name(context_hash) if context_hash else None
         if path is not None and path.is_file():
             log.info("context %s: cache hit", context_hash)
-            return path.read_bytes()
+            data = path.read_bytes()
+            with contextlib.suppress(OSError):
+                os.utime(path)  # most recently used
+            return data
         data = download_context(master_url, task_id, session_token)
         if path is not None:
             self._store(path, data)
@@ -69,9 +82,31 @@ class ContextCache:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)
+            self._evict(keep=path)
         except OSError:
             log.warning("could not cache context %s", path.name, exc_info=True)
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+    def _evict(self, keep: Path) -> None:
+        """Drop the least recently used archives until the cache fits its bounds."""
+        entries = []
+        for p in self.directory.glob("*.tgz"):
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                entries.append((st.st_mtime, st.st_size, p))
+        entries.sort(key=lambda e: e[0])
+        total = sum(size for _, size, _ in entries)
+        count = len(entries)
+        for _, size, p in entries:
+            if total <= self.max_bytes and count <= self.max_entries:
+                break
+            if p == keep:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                log.info("context cache: evicted %s", p.name)
+            total -= size
+            count -= 1
