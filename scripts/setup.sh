@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
-# Creates .venv/ with the project (editable), its test tools and a CPU build of torch.
+# Creates .venv/ with the project (editable), its test tools and a CPU build of torch, and
+# installs bubblewrap (as root, through apt-get) for det-agent's task sandbox.
 # Safe to run again: pip skips what is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# det-agent runs tasks under bubblewrap and refuses to start without it.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq bubblewrap >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; }) ||
+      echo "warning: could not install bubblewrap; det-agent needs it (or --task-runtime process)" >&2
+  else
+    echo "warning: bubblewrap (bwrap) is missing; install it (e.g. sudo apt-get install bubblewrap):" \
+         "det-agent refuses to start without it unless given --task-runtime process" >&2
+  fi
+fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -244,7 +244,8 @@ def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen:
     agent_cmd = console_command("det-agent", "agent_image.agent.main")
     return _spawn([*agent_cmd, "--master", record.url, "--join-token-file", str(data_dir / "join-token"),
                    "--agent-id", AGENT_ID.format(i), "--slots", str(record.slots_per_agent),
-                   "--work-dir", str(data_dir / "agents" / str(i))], _agent_log(data_dir, i), record.cluster_id)
+                   "--work-dir", str(data_dir / "agents" / str(i)), "--hide", str(data_dir)],
+                  _agent_log(data_dir, i), record.cluster_id)
 
 
 def _wait(what: str, check: Callable[[], bool], failed: Callable[[], str | None], timeout_s: float) -> None:

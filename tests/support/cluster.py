@@ -115,7 +115,7 @@ class AgentProcess(_Managed):
         self.proc = subprocess.Popen(
             [str(BIN / "det-agent"), "--master", self.master.url, "--join-token-file",
              str(self.master.data_dir / "join-token"), "--agent-id", self.agent_id, "--slots", str(self.slots),
-             "--work-dir", str(self.work_dir)],
+             "--work-dir", str(self.work_dir), "--hide", str(self.master.data_dir)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 

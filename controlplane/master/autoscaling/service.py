@@ -53,7 +53,7 @@ def local_agent_command(rt: MasterRuntime) -> Callable[[str, str], list[str]]:
     def command(pool: str, instance_id: str) -> list[str]:
         return [agent_bin, "--master", f"http://127.0.0.1:{settings.port}", "--join-token-file", str(token_file),
                 "--agent-id", instance_id, "--pool", pool, "--slots", str(slots.get(pool, 1)), "--slot-type", "cpu",
-                "--work-dir", str(settings.data_dir / "local-agents" / instance_id)]
+                "--work-dir", str(settings.data_dir / "local-agents" / instance_id), "--hide", str(settings.data_dir)]
 
     return command
 
