@@ -74,7 +74,10 @@ def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -
     if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise ConfigError("", f"{source}: {len(text.encode('utf-8', 'surrogatepass'))} bytes, over the "
                               f"{limits.max_bytes}-byte limit")
-    loader = _BoundedLoader(text, limits, source)
+    try:
+        loader = _BoundedLoader(text, limits, source)
+    except yaml.YAMLError as e:  # the reader refuses non-printable characters before any parsing
+        raise ConfigError("", f"{source}: {e}") from e
     try:
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as e:

@@ -35,6 +35,7 @@ def cases(exp_id: int, trial_id: int, job_id: str) -> list[tuple[str, str, Any, 
         ("POST", "/api/v1/job-queues", "updates", 400, "request body: must be a JSON object"),
         # Wrong JSON types.
         ("POST", "/api/v1/experiments", {"config": 5}, 400, "config"),
+        ("POST", "/api/v1/experiments", {"config": "name: e\x7f\x1d"}, 400, "config"),
         ("POST", "/api/v1/experiments", {"config": "name: x", "modelDefinition": "x"}, 400, "modelDefinition"),
         ("POST", "/api/v1/experiments", {"config": "name: x", "activate": "yes"}, 400, "activate"),
         ("PATCH", e, {"resources": {"weight": "nan"}}, 400, "resources.weight"),
