@@ -156,7 +156,8 @@ class Sandbox:
                  "--tmpfs", "/run", "--perms", "0755", "--dir", "/run/determined"]
         covered = [Path("/tmp"), Path("/run")]
         for path in self.hidden:
-            if _covered(path, covered) or not os.path.lexists(path):
+            inside_other = _covered(path, [h for h in self.hidden if h != path])
+            if _covered(path, covered) or inside_other or not os.path.lexists(path):
                 continue
             if path.is_dir():
                 args += ["--tmpfs", str(path)]

@@ -141,8 +141,10 @@ async def test_kill_task_within_grace_and_escalation(master: FakeMaster, start_a
     start_agent(master)
     await master.wait_until(lambda: master.registers)
     await master.send(start_task(master, "k1", "sleep 100"))
-    await master.send(start_task(master, "k2", "trap '' TERM; sleep 100 & wait; sleep 100"))
+    await master.send(start_task(master, "k2", "trap '' TERM; echo trapped; sleep 100 & wait; sleep 100"))
     await master.wait_until(lambda: len(master.of_type(TaskStarted)) == 2)
+    # k2 ignores SIGTERM only once its trap is set: kill it after that, not before
+    await master.wait_until(lambda: "trapped" in [ln.message for ln in lines_of(master, "k2")])
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     await master.send(KillTask(allocation_id="k1", grace_seconds=5))
