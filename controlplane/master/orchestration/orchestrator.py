@@ -456,13 +456,16 @@ class Orchestrator:
 
     async def _reap_orphans(self, session: AsyncSession) -> None:
         """Allocations an agent should run but did not list when it re-registered."""
-        now = time.monotonic()
+        # Both clocks read together: a wall time taken later (after the awaits below, which wait
+        # for the database under load) would move the registration later and make work assigned
+        # just after it look like work the agent forgot.
+        now, wall_now = time.monotonic(), utcnow()
         for conn in list(self.rt.hub.connections.values()):
             if now - conn.registered_at < ORPHAN_GRACE_S:
                 continue
+            registered_wall = wall_now - timedelta(seconds=now - conn.registered_at)
             for alloc in await self._live_allocations_on(session, conn.agent_id):
                 assigned = aware(alloc.assigned_at)
-                registered_wall = utcnow() - timedelta(seconds=now - conn.registered_at)
                 mine = next(r for r in gang.resources_of(alloc) if r["agent_id"] == conn.agent_id)
                 if (assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register
                         and not mine.get("exited")):
