@@ -304,7 +304,7 @@ def _new_out() -> dict:
     return {"lat": [], "rows": 0, "errors": 0, "first_error": "", "last_ack": 0.0, "elapsed_s": 0.0}
 
 
-def client_main(w: Work, q: Any) -> None:
+def client_main(w: Work, q: Any, index: int = 0) -> None:
     _use_uvloop()
 
     async def run() -> dict:
@@ -328,21 +328,21 @@ def client_main(w: Work, q: Any) -> None:
         return out
 
     try:
-        q.put(asyncio.run(run()))
+        q.put((index, asyncio.run(run())))
     except Exception as e:  # noqa: BLE001
-        q.put({**_new_out(), "errors": 1, "first_error": f"client crashed: {type(e).__name__}: {e}"})
+        q.put((index, {**_new_out(), "errors": 1, "first_error": f"client crashed: {type(e).__name__}: {e}"}))
 
 
 def run_clients(works: list[Work], timeout_s: float) -> list[dict]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=client_main, args=(w, q), daemon=True) for w in works]
+    procs = [ctx.Process(target=client_main, args=(w, q, i), daemon=True) for i, w in enumerate(works)]
     for p in procs:
         p.start()
-    results = [q.get(timeout=timeout_s) for _ in procs]
+    results = dict(q.get(timeout=timeout_s) for _ in procs)  # in the order they finish
     for p in procs:
         p.join(10)
-    return results
+    return [results[i] for i in range(len(works))]
 
 
 # ---- the fake agent -----------------------------------------------------------------------------
@@ -401,6 +401,14 @@ class RssSampler(threading.Thread):
         except OSError:
             pass
         return 0
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the master has used."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return float("nan")
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -499,7 +507,21 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
             if args.listers:
                 works.append(Work("list", "127.0.0.1", master.port, start_at, args.duration, clients=args.listers,
                                   interval_s=args.list_interval_ms / 1000.0, user_token=token))
+            spy = None
+            if args.profile:
+                import subprocess
+
+                Path(args.profile).mkdir(parents=True, exist_ok=True)
+                spy = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking", "--format", "raw",
+                     "-r", "50", "-d", str(int(args.duration) + 3), "-p", str(master.proc.pid),
+                     "-o", str(Path(args.profile) / f"master-{backend}-n{n}.txt")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cpu0 = rss.cpu_s()
             results = run_clients(works, timeout_s=args.duration + 120)
+            cpu = rss.cpu_s() - cpu0
+            if spy is not None:
+                spy.wait(60)
             rss.stop.set()
             rss.join()
             ingest = results[:procs]
@@ -516,6 +538,8 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
                 f"{key}_rows_per_s": rows / elapsed, f"{key}_ack_p50_ms": pct(lat, 50),
                 f"{key}_ack_p99_ms": pct(lat, 99), f"{key}_list_p50_ms": pct(list_lat, 50),
                 f"{key}_list_p99_ms": pct(list_lat, 99), f"{key}_rss_mb": rss.peak_kb / 1024,
+                f"{key}_master_cpu_ms_per_batch": cpu * 1000 / max(len(lat), 1),
+                f"{key}_rows_per_master_cpu_s": rows / cpu if cpu > 0 else float("nan"),
                 f"{key}_errors": errors})
             mode = (f"paced at {args.paced_rows_per_s:,.0f} rows/s offered" if args.paced_rows_per_s
                     else "closed loop (saturation)")
@@ -523,7 +547,9 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
                   f"({len(lat)} batches of {args.batch}, {mode}); ack p50 {pct(lat, 50):.1f} ms, "
                   f"p99 {pct(lat, 99):.1f} ms, max {max(lat, default=float('nan')):.1f} ms; "
                   f"list p50 {pct(list_lat, 50):.1f} ms, p99 {pct(list_lat, 99):.1f} ms ({len(list_lat)} lists); "
-                  f"master RSS {base_kb / 1024:.0f} MB idle, {rss.peak_kb / 1024:.0f} MB peak; errors {errors}"
+                  f"master RSS {base_kb / 1024:.0f} MB idle, {rss.peak_kb / 1024:.0f} MB peak; master CPU "
+                  f"{cpu:.1f} s = {cpu * 1000 / max(len(lat), 1):.1f} ms per batch (lists included), "
+                  f"{rows / cpu if cpu > 0 else float('nan'):,.0f} rows per master CPU second; errors {errors}"
                   + (f" (first: {first_error})" if first_error else ""), flush=True)
             if then_info and args.big_rows > 0:
                 info_run(backend, db_url, master, token, trials[0][0], args, figures)
@@ -553,7 +579,7 @@ def info_run(backend: str, db_url: str, master: MasterProcess, token: str, trial
     p_load = ctx.Process(target=client_main, args=(load, q_load), daemon=True)
     p_probe.start()
     p_load.start()
-    loaded = q_load.get(timeout=900)
+    loaded = q_load.get(timeout=900)[1]
     stop_file.touch()
     probed = q_probe.get(timeout=60)
     p_probe.join(10)
@@ -651,6 +677,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="offer this many rows/s in all on a fixed schedule instead of a closed loop")
     ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the paginated read (default 1,000,000; 0 skips the /info phase)")
     ap.add_argument("--config-mb", type=float, default=10.0, help="size of the big config in MB (default 10)")
+    ap.add_argument("--profile", default="", help="record the master with py-spy (raw folded stacks) into this directory")
     ap.add_argument("--master-logs", default="", help="copy each master's log into this directory")
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
                     help="a PostgreSQL database to create the scratch database from")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -23,6 +24,9 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
 def make_engine(url: str) -> AsyncEngine:
     url = async_url(url)
     if is_sqlite(url):
@@ -30,12 +34,15 @@ def make_engine(url: str) -> AsyncEngine:
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
-            # WAL lets readers run beside the writer; NORMAL sync keeps every commit across a
-            # process crash (kill -9), which is the durability the master promises.
+            # WAL lets readers run beside the writer. synchronous=NORMAL: a commit is written to the
+            # WAL (in the OS's page cache) before the 200, so it survives the master's process being
+            # killed (kill -9), which is the durability the master promises; the WAL is fsynced at
+            # checkpoints, so a power loss or kernel crash may lose the last commits (FULL would
+            # fsync on every commit: one disk flush per acknowledged batch).
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
             # We issue BEGIN ourselves (below), so write transactions can take the lock up front.
@@ -62,12 +69,30 @@ class SessionFactory(async_sessionmaker):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine, expire_on_commit=False)
         self._write_bind = engine.execution_options(**{WRITE_OPTION: True})
+        # SQLite has one writer at a time. Writers queued on SQLite's own lock poll it with growing
+        # sleeps (busy_timeout), so under load a write waits far longer than the writes ahead of it
+        # take; queued here they go in turn, as soon as the one before commits.
+        self._write_turn = asyncio.Lock() if engine.dialect.name == "sqlite" else None
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncSession]:  # type: ignore[override]
-        async with self(bind=self._write_bind) as session:
-            async with session.begin():
-                yield session
+        turn = self._write_turn
+        held = False
+        if turn is not None:
+            try:
+                async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_S):
+                    await turn.acquire()
+                held = True
+            except TimeoutError:
+                pass  # a write nested in another (none should be): SQLite's busy_timeout decides
+        try:
+            async with self(bind=self._write_bind) as session:
+                async with session.begin():
+                    yield session
+        finally:
+            if held:
+                assert turn is not None
+                turn.release()
 
 
 def make_sessionmaker(engine: AsyncEngine) -> SessionFactory:

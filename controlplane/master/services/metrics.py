@@ -20,9 +20,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 
 import msgspec
-from sqlalchemy import and_, case, func, or_, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import DateTime, and_, bindparam, case, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
@@ -162,11 +160,39 @@ async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str,
     return hit
 
 
-def _insert_ignoring_repeats(session: AsyncSession) -> Any:
-    keys = ["trial_id", "trial_run_id", "metric_group", "steps_completed"]
+# The insert of a batch: no ORM objects and no per-row SQLAlchemy JSON processing (msgspec encodes
+# each value once); a repeated report (same trial, run, group, step: a retry whose 200 was lost)
+# is skipped by the unique index. PostgreSQL gets the whole batch in one statement as arrays (one
+# round trip and one prepared plan whatever the batch size); SQLite runs one prepared statement
+# over the rows (executemany, in C).
+_COLS = "trial_id, trial_run_id, metric_group, steps_completed, metrics, batch_metrics, report_time"
+_REPORT_KEY = "trial_id, trial_run_id, metric_group, steps_completed"
+_PG_INSERT = text(
+    f"INSERT INTO metrics ({_COLS}) SELECT CAST(:trial_id AS integer), r, g, s, CAST(m AS json), CAST(b AS json), t "
+    "FROM unnest(CAST(:runs AS integer[]), CAST(:groups AS varchar[]), CAST(:steps AS bigint[]), "
+    "CAST(:metrics AS text[]), CAST(:batch AS text[]), CAST(:times AS timestamptz[])) AS u(r, g, s, m, b, t) "
+    f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING")
+_SQLITE_INSERT = text(
+    f"INSERT INTO metrics ({_COLS}) VALUES (:trial_id, :run, :group, :steps, :metrics, :batch, :at) "
+    f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING").bindparams(bindparam("at", type_=DateTime(timezone=True)))
+_json_text = msgspec.json.Encoder().encode
+
+
+async def _insert_rows(session: AsyncSession, trial_id: int, default_run: int, reports: list[Report],
+                       now: datetime) -> None:
+    runs = [default_run if r.trial_run_id is None else r.trial_run_id for r in reports]
+    metrics = [_json_text(r.avg_metrics).decode() for r in reports]
+    batch = [None if r.batch_metrics is None else _json_text(r.batch_metrics).decode() for r in reports]
+    # stored in UTC: SQLite keeps a timestamp's digits and drops its offset
+    times = [now if r.report_time is None else r.report_time.astimezone(timezone.utc) for r in reports]
     if session.get_bind().dialect.name == "postgresql":
-        return pg_insert(Metric).on_conflict_do_nothing(index_elements=keys)
-    return sqlite_insert(Metric).on_conflict_do_nothing(index_elements=keys)
+        await session.execute(_PG_INSERT, {"trial_id": trial_id, "runs": runs, "groups": [r.group for r in reports],
+                                           "steps": [r.steps_completed for r in reports], "metrics": metrics,
+                                           "batch": batch, "times": times})
+    else:
+        await session.execute(_SQLITE_INSERT, [
+            {"trial_id": trial_id, "run": run, "group": r.group, "steps": r.steps_completed, "metrics": m,
+             "batch": b, "at": t} for r, run, m, b, t in zip(reports, runs, metrics, batch, times)])
 
 
 def _run_id(principal: Principal, reports: list[Report]) -> int:
@@ -187,13 +213,11 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
         return
     now = utcnow()
     default_run = _run_id(principal, reports)
-    rows = [{
-        "trial_id": trial_id, "trial_run_id": default_run if r.trial_run_id is None else r.trial_run_id,
-        "group": r.group, "steps_completed": r.steps_completed, "metrics": r.avg_metrics,
-        "batch_metrics": r.batch_metrics, "report_time": r.report_time or now,
-    } for r in reports]
-    async with rt.sessions() as session:
-        searcher_name, metric_name, smaller = await _searcher_settings(session, trial_id)
+    settings = _searcher_of_trial.get(trial_id)
+    if settings is None:
+        async with rt.sessions() as session:
+            settings = await _searcher_settings(session, trial_id)
+    searcher_name, metric_name, smaller = settings
     validations: list[tuple[float, int]] = []
     for r in reports:
         if r.group == "validation":
@@ -211,7 +235,7 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
         # The fenced UPDATE comes first: it computes the new maxima in SQL (no read-modify-write
         # race between reports) and holds the trial row until the metric rows commit with it.
         await fencing.update_trial(session, principal, trial_id, values)
-        await session.execute(_insert_ignoring_repeats(session), rows)
+        await _insert_rows(session, trial_id, default_run, reports, now)
     if validations and searcher_uses_validations(searcher_name):
         for value, steps in validations:
             await rt.orchestrator.validation_reported(trial_id, value, steps)
