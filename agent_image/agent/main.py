@@ -1,7 +1,8 @@
 """Entry point of ``det-agent``: parse flags, detect slots, serve the master until told to stop.
 
 Exit codes: 0 after SIGTERM/SIGINT (tasks killed first), 2 when the master rejects the join
-token.
+token, 1 when the agent dies of an unexpected error. Every exit says why in the log, the last
+line of a dying agent included.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 from .addresses import local_addresses
 from .config import AgentConfig, parse_config
-from .connection import Connection
+from .connection import EXIT_TOKEN_REJECTED, Connection
 from .outbox import Outbox
 from .runtime import task_sandbox
 from .slots import detect_slots
@@ -24,6 +25,7 @@ log = logging.getLogger("det-agent")
 
 SHUTDOWN_KILL_MAX = 10.0
 SHUTDOWN_FLUSH = 3.0
+EXIT_DIED = 1
 
 
 async def run_agent(cfg: AgentConfig) -> int:
@@ -55,8 +57,14 @@ async def run_agent(cfg: AgentConfig) -> int:
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    stopped_by: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        stopped_by.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
 
     conn_task = asyncio.create_task(conn.run(), name="connection")
     stop_task = asyncio.create_task(stop.wait(), name="stop")
@@ -71,8 +79,11 @@ async def run_agent(cfg: AgentConfig) -> int:
     rc = 0
     if conn_task in done:
         rc = conn_task.result()
+        if rc == EXIT_TOKEN_REJECTED:
+            log.error("agent %s exiting: the master rejected the join token", cfg.agent_id)
     else:
-        log.info("stopping: killing %d task(s)", len(runner.running_ids()))
+        log.info("agent %s shutting down cleanly on %s: killing %d task(s)", cfg.agent_id,
+                 stopped_by[0] if stopped_by else "request", len(runner.running_ids()))
     await runner.kill_all(SHUTDOWN_KILL_MAX)
     if not conn_task.done() and conn.connected.is_set():
         await outbox.wait_empty(SHUTDOWN_FLUSH)
@@ -93,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
-    return asyncio.run(run_agent(cfg))
+    try:
+        rc = asyncio.run(run_agent(cfg))
+    except Exception as exc:  # noqa: BLE001 - an agent never dies without saying why
+        log.critical("agent %s died: %s: %s", cfg.agent_id, type(exc).__name__, exc, exc_info=exc)
+        return EXIT_DIED
+    log.info("agent %s exited with status %d", cfg.agent_id, rc)
+    return rc
 
 
 if __name__ == "__main__":

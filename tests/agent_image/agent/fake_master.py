@@ -3,7 +3,8 @@
 The WebSocket side checks the Bearer join token (4401 close for a bad one), records every
 ``Register`` and every later agent message, answers ``Registered`` and lets the test push
 ``StartTask``/``KillTask``. It can be stopped and restarted on the same port to simulate a
-master restart. Plain HTTP requests on the same port are answered by ``process_request``:
+master restart, or `blackhole()`d to simulate a network partition. Plain HTTP requests on the
+same port are answered by ``process_request``:
 ``/api/v1/tasks/<id>/context_directory`` from ``contexts[task_id] = (session token, tgz)``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -40,7 +42,9 @@ class FakeMaster:
         self.messages: list[AgentMessage] = []
         self.rejected = 0
         self.kill_on_register: list[str] = []
+        self.reconnect_wait_s = 0.0  # told to the agent in Registered (0: not said)
         self._server: Server | None = None
+        self._hole: socket.socket | None = None
         self._conn: ServerConnection | None = None
         self._changed = asyncio.Event()
         self.contexts: dict[str, tuple[str, bytes]] = {}
@@ -51,14 +55,30 @@ class FakeMaster:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        if self._hole is not None:
+            self._hole.close()
+            self._hole = None
         self._server = await serve(self._handle, "127.0.0.1", self.port, process_request=self._http)
         self.port = self._server.sockets[0].getsockname()[1] if self.port == 0 else self.port
+
+    async def blackhole(self) -> None:
+        """A network partition: the master stops answering but nothing refuses, so an agent's
+        connection attempts hang until they time out (the port listens and never accepts)."""
+        await self.stop()
+        hole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hole.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hole.bind(("127.0.0.1", self.port))
+        hole.listen(64)
+        self._hole = hole
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        if self._hole is not None:
+            self._hole.close()
+            self._hole = None
         self._conn = None
 
     def _http(self, conn: ServerConnection, request: Request) -> Response | None:
@@ -88,7 +108,8 @@ class FakeMaster:
             first = decode_from_agent(await ws.recv())
             assert isinstance(first, Register)
             self.registers.append(first)
-            await ws.send(encode(Registered(cluster_id=CLUSTER_ID, kill=list(self.kill_on_register))).decode())
+            await ws.send(encode(Registered(cluster_id=CLUSTER_ID, kill=list(self.kill_on_register),
+                                                  reconnect_wait_s=self.reconnect_wait_s)).decode())
             self._conn = ws
             self._notify()
             async for raw in ws:
