@@ -107,8 +107,8 @@ class Api:
         return requests.get(f"{self.url}/info", timeout=10).json()["cluster_id"]
 
     def agents(self, connected_only: bool = True) -> list[dict]:
-        """Agents the master knows (it keeps the records of departed ones, `connected: false`)."""
-        return [a for a in self.get("/api/v1/agents")["agents"] if a["connected"] or not connected_only]
+        """Agents the master knows (with all=true also departed ones, `connected: false`)."""
+        return [a for a in self.get("/api/v1/agents?all=true")["agents"] if a["connected"] or not connected_only]
 
     def pool(self, name: str = "gpu") -> dict:
         return self.get(f"/api/v1/resource-pools/{name}/autoscaler")

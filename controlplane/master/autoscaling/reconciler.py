@@ -12,8 +12,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import cast
 
 from sqlalchemy import select
 
@@ -30,6 +32,7 @@ from controlplane.autoscaler import (
     on_launch_success,
     plan,
 )
+from controlplane.autoscaler.model import ErrorKind, InstanceState
 from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Instance, StateTransition
 from controlplane.master.orchestration import gang
@@ -39,7 +42,7 @@ from provisioners.base import LaunchRequest, ProvisionerError, Provisioner
 
 log = logging.getLogger("controlplane.autoscaler")
 MAX_REPLANS = 6  # failovers tried within one tick
-ERROR_KINDS = {"no_capacity": "no_capacity", "quota_exceeded": "quota", "transient": "transient",
+ERROR_KINDS: dict[str, ErrorKind] = {"no_capacity": "no_capacity", "quota_exceeded": "quota", "transient": "transient",
                "invalid_config": "invalid_config", "fatal": "fatal"}
 
 
@@ -49,7 +52,7 @@ class PoolAutoscaler:
     scaling: PoolScaling
     provisioner: Provisioner
     provider: str
-    boot_script: "callable"  # (LaunchRequest fields) -> user data
+    boot_script: Callable[[str], str]  # pool -> the instance's user data / startup script
     prices: dict[str, float] = field(default_factory=dict)
     blocked: list[Blocked] = field(default_factory=list)
     failures: LaunchFailure = field(default_factory=LaunchFailure)
@@ -118,7 +121,7 @@ class PoolAutoscaler:
                 self.idle_since.setdefault(conn.agent_id, now)
             agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots)))
             self.agent_seen_at[conn.agent_id] = now
-        views = [InstanceView(i.instance_id, i.state, i.launched_at, i.zone, i.instance_type, i.spot,
+        views = [InstanceView(i.instance_id, cast(InstanceState, i.state), i.launched_at, i.zone, i.instance_type, i.spot,
                               i.tags.get("det-launch-request", ""), known=i.instance_id in rows,
                               last_agent_seen_at=self._agent_seen(rows.get(i.instance_id)))
                  for i in listed]

@@ -68,7 +68,8 @@ def build(rt: MasterRuntime) -> "AutoscalerService | None":
     public_url = rt.settings.public_url or f"http://127.0.0.1:{rt.settings.port}"
 
     def boot(pool: str) -> str:
-        kind = "gce-startup-script" if (rt.settings.pool(pool).provider.get("type") == "gcp") else "ec2-user-data"
+        config = rt.settings.pool(pool)
+        kind = "gce-startup-script" if config is not None and config.provider.get("type") == "gcp" else "ec2-user-data"
         return render_boot_script(kind, master_url=public_url, join_token=rt.settings.join_token, pool=pool)
 
     return AutoscalerService(rt, lambda pool: provisioner_for(pool, local_command=command,
