@@ -42,6 +42,7 @@ import asyncio
 import base64
 import multiprocessing as mp
 import os
+import random
 import sys
 import tempfile
 import threading
@@ -160,7 +161,8 @@ class Work:
     host: str
     port: int
     start_at: float  # time.time() to start
-    duration_s: float
+    duration_s: float  # measured seconds, after the warm-up
+    warmup_s: float = 0.0
     trials: list[tuple[int, str, int]] = field(default_factory=list)  # (trial id, session token, run id)
     batch: int = 100
     interval_s: float = 0.0  # pacing per client (0: closed loop)
@@ -185,9 +187,10 @@ async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict
     conn = HttpConn(w.host, w.port)
     headers = {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
     path = f"/api/v1/trials/{trial_id}/metrics/batch"
-    step, deadline = 0, w.start_at + w.duration_s
+    measure_from = w.start_at + w.warmup_s
+    step, deadline = 0, measure_from + w.duration_s
     await asyncio.sleep(max(0.0, w.start_at - time.time()))
-    nxt = time.time()
+    nxt = time.time() + random.uniform(0, w.interval_s)  # paced clients spread over the period, not in step
     while True:
         if w.interval_s:
             nxt += w.interval_s
@@ -211,10 +214,12 @@ async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict
             continue
         t1 = time.time()
         if status == 200:
-            out["lat"].append((t1 - t0) * 1000)
-            out["rows"] += w.batch
-            out["last_ack"] = max(out["last_ack"], t1)
             step += w.batch
+            out["batches_all"] += 1
+            if t0 >= measure_from:  # sent after the warm-up: its latency counts
+                out["lat"].append((t1 - t0) * 1000)
+            if measure_from <= t1 <= deadline:  # acknowledged in the window: its rows count
+                out["rows"] += w.batch
         else:
             out["errors"] += 1
             out["first_error"] = out["first_error"] or f"{status}: {data[:300]!r}"
@@ -225,7 +230,8 @@ async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict
 async def _lister(w: Work, out: dict) -> None:
     conn = HttpConn(w.host, w.port)
     headers = {"Authorization": f"Bearer {w.user_token}"}
-    deadline = w.start_at + w.duration_s
+    measure_from = w.start_at + w.warmup_s
+    deadline = measure_from + w.duration_s
     await asyncio.sleep(max(0.0, w.start_at - time.time()))
     while time.time() < deadline:
         t0 = time.time()
@@ -237,7 +243,8 @@ async def _lister(w: Work, out: dict) -> None:
             continue
         t1 = time.time()
         if status == 200:
-            out["lat"].append((t1 - t0) * 1000)
+            if t0 >= measure_from:
+                out["lat"].append((t1 - t0) * 1000)
         else:
             out["errors"] += 1
             out["first_error"] = out["first_error"] or f"{status}: {data[:300]!r}"
@@ -301,7 +308,7 @@ async def _creator(w: Work, out: dict, stop: asyncio.Event) -> None:
 
 
 def _new_out() -> dict:
-    return {"lat": [], "rows": 0, "errors": 0, "first_error": "", "last_ack": 0.0, "elapsed_s": 0.0}
+    return {"lat": [], "rows": 0, "errors": 0, "first_error": "", "batches_all": 0, "elapsed_s": 0.0}
 
 
 def client_main(w: Work, q: Any, index: int = 0) -> None:
@@ -502,10 +509,11 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
             interval = 0.0
             if args.paced_rows_per_s:
                 interval = n * args.batch / args.paced_rows_per_s
-            works = [Work("ingest", "127.0.0.1", master.port, start_at, args.duration, trials=trials[k::procs],
-                          batch=args.batch, interval_s=interval) for k in range(procs)]
+            works = [Work("ingest", "127.0.0.1", master.port, start_at, args.duration, args.warmup,
+                          trials=trials[k::procs], batch=args.batch, interval_s=interval) for k in range(procs)]
             if args.listers:
-                works.append(Work("list", "127.0.0.1", master.port, start_at, args.duration, clients=args.listers,
+                works.append(Work("list", "127.0.0.1", master.port, start_at, args.duration, args.warmup,
+                                  clients=args.listers,
                                   interval_s=args.list_interval_ms / 1000.0, user_token=token))
             spy = None
             if args.profile:
@@ -514,11 +522,11 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
                 Path(args.profile).mkdir(parents=True, exist_ok=True)
                 spy = subprocess.Popen(
                     [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking", "--format", "raw",
-                     "-r", "50", "-d", str(int(args.duration) + 3), "-p", str(master.proc.pid),
+                     "-r", "50", "-d", str(int(args.duration + args.warmup) + 3), "-p", str(master.proc.pid),
                      "-o", str(Path(args.profile) / f"master-{backend}-n{n}.txt")],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             cpu0 = rss.cpu_s()
-            results = run_clients(works, timeout_s=args.duration + 120)
+            results = run_clients(works, timeout_s=args.duration + args.warmup + 120)
             cpu = rss.cpu_s() - cpu0
             if spy is not None:
                 spy.wait(60)
@@ -528,8 +536,8 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
             listed = results[procs:]
             lat = [x for res in ingest for x in res["lat"]]
             rows = sum(res["rows"] for res in ingest)
-            end = max([res["last_ack"] for res in ingest] + [start_at + 1e-9])
-            elapsed = max(end - start_at, 1e-9)
+            elapsed = args.duration
+            batches_all = sum(res["batches_all"] for res in ingest)  # warm-up included, as the CPU time
             list_lat = [x for res in listed for x in res["lat"]]
             errors = sum(res["errors"] for res in results)
             first_error = next((res["first_error"] for res in results if res["first_error"]), "")
@@ -538,8 +546,8 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
                 f"{key}_rows_per_s": rows / elapsed, f"{key}_ack_p50_ms": pct(lat, 50),
                 f"{key}_ack_p99_ms": pct(lat, 99), f"{key}_list_p50_ms": pct(list_lat, 50),
                 f"{key}_list_p99_ms": pct(list_lat, 99), f"{key}_rss_mb": rss.peak_kb / 1024,
-                f"{key}_master_cpu_ms_per_batch": cpu * 1000 / max(len(lat), 1),
-                f"{key}_rows_per_master_cpu_s": rows / cpu if cpu > 0 else float("nan"),
+                f"{key}_master_cpu_ms_per_batch": cpu * 1000 / max(batches_all, 1),
+                f"{key}_rows_per_master_cpu_s": batches_all * args.batch / cpu if cpu > 0 else float("nan"),
                 f"{key}_errors": errors})
             mode = (f"paced at {args.paced_rows_per_s:,.0f} rows/s offered" if args.paced_rows_per_s
                     else "closed loop (saturation)")
@@ -548,8 +556,9 @@ def ingest_run(backend: str, db_url: str, n: int, args: argparse.Namespace, figu
                   f"p99 {pct(lat, 99):.1f} ms, max {max(lat, default=float('nan')):.1f} ms; "
                   f"list p50 {pct(list_lat, 50):.1f} ms, p99 {pct(list_lat, 99):.1f} ms ({len(list_lat)} lists); "
                   f"master RSS {base_kb / 1024:.0f} MB idle, {rss.peak_kb / 1024:.0f} MB peak; master CPU "
-                  f"{cpu:.1f} s = {cpu * 1000 / max(len(lat), 1):.1f} ms per batch (lists included), "
-                  f"{rows / cpu if cpu > 0 else float('nan'):,.0f} rows per master CPU second; errors {errors}"
+                  f"{cpu:.1f} s = {cpu * 1000 / max(batches_all, 1):.1f} ms per batch (lists included), "
+                  f"{batches_all * args.batch / cpu if cpu > 0 else float('nan'):,.0f} rows per master CPU second; "
+                  f"errors {errors}"
                   + (f" (first: {first_error})" if first_error else ""), flush=True)
             if then_info and args.big_rows > 0:
                 info_run(backend, db_url, master, token, trials[0][0], args, figures)
@@ -669,6 +678,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--backends", default="sqlite,postgres", help="comma list of sqlite, postgres (default both)")
     ap.add_argument("--trials", default="20,100", help="comma list of N, trials posting at once (default 20,100)")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of ingest per run (default 20)")
+    ap.add_argument("--warmup", type=float, default=3.0,
+                    help="seconds of load before the measured --duration (token lookups, prepared statements)")
     ap.add_argument("--batch", type=int, default=100, help="rows per batch (default 100)")
     ap.add_argument("--client-procs", type=int, default=2, help="processes the trial clients are spread over (default 2)")
     ap.add_argument("--listers", type=int, default=2, help="clients listing experiments (default 2)")
