@@ -10,12 +10,13 @@ import base64
 from typing import Any
 
 from litestar import Request, get, post
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, TrialId, page_limit
-from controlplane.master.api.serializers import config_json, experiment_json, pagination, trial_json
+from controlplane.master.api.serializers import config_json, experiment_json, metrics_summary, pagination, trial_json
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Metric, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
@@ -77,30 +78,31 @@ async def get_experiment(request: Request, exp_id: ExperimentId) -> dict[str, An
     return {"experiment": experiment_json(exp, username, trial_ids), "jobSummary": None, "config": config_json(exp)}
 
 
-async def _validation_summaries(session, trial_ids: list[int], metric: str, smaller: bool) -> tuple[dict, dict]:  # noqa: ANN001
-    """Per trial: (best validation, latest validation) as Determined's MetricsWorkload."""
+async def _validation_summaries(session: AsyncSession, trial_ids: list[int], metric: str,
+                                smaller: bool) -> tuple[dict, dict]:
+    """Per trial: (best validation, latest validation) as Determined's MetricsWorkload.
+
+    Two indexed reads, a row or two per trial however many validations it has: the latest by
+    (steps, id), the best at the steps the write path recorded with the searcher metric.
+    """
     best: dict[int, dict] = {}
     latest: dict[int, dict] = {}
     if not trial_ids:
         return best, latest
-    rows = (await session.execute(
-        select(Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
-        .where(Metric.trial_id.in_(trial_ids), Metric.group == "validation")
-        .order_by(Metric.trial_id, Metric.steps_completed, Metric.id))).all()
-    from controlplane.master.api.serializers import metrics_summary
-
-    for tid, steps, metrics, at in rows:
-        summary = metrics_summary(steps, metrics, at)
-        latest[tid] = summary
-        value = decode_nonfinite(metrics.get(metric))
-        if not isinstance(value, (int, float)) or value != value:
-            continue
-        cur = best.get(tid)
-        cur_value = decode_nonfinite(cur["metrics"]["avgMetrics"].get(metric)) if cur else None
-        if cur is None or (value < cur_value if smaller else value > cur_value):
-            best[tid] = summary
-    for tid, summary in best.items():
-        summary["searcherMetric"] = decode_nonfinite(summary["metrics"]["avgMetrics"].get(metric))
+    cols = (Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
+    newest = select(*cols, func.row_number().over(
+        partition_by=Metric.trial_id, order_by=(Metric.steps_completed.desc(), Metric.id.desc())).label("rn")
+    ).where(Metric.trial_id.in_(trial_ids), Metric.group == "validation").subquery()
+    for tid, steps, metrics, at, _ in (await session.execute(select(newest).where(newest.c.rn == 1))).all():
+        latest[tid] = metrics_summary(steps, metrics, at)
+    at_best = (select(*cols).join(Trial, and_(Trial.id == Metric.trial_id,
+                                              Metric.steps_completed == Trial.best_validation_steps))
+               .where(Metric.trial_id.in_(trial_ids), Metric.group == "validation")
+               .order_by(Metric.trial_id, Metric.id.desc()))
+    for tid, steps, metrics, at in (await session.execute(at_best)).all():
+        summary = metrics_summary(steps, metrics, at)  # the first run's report at those steps wins
+        summary["searcherMetric"] = decode_nonfinite(metrics.get(metric))
+        best[tid] = summary
     return best, latest
 
 

@@ -108,6 +108,8 @@ class Trial(Base):
     total_batches: Mapped[int] = mapped_column(BigInteger, default=0)  # highest steps_completed reported
     latest_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     searcher_metric_value: Mapped[float | None] = mapped_column(Float, nullable=True)  # best so far
+    # steps_completed of the validation that holds searcher_metric_value, so reads find it by index.
+    best_validation_steps: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     runner_state: Mapped[str] = mapped_column(String(64), default="")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     exit_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)  # early-exit reason

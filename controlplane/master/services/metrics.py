@@ -218,7 +218,7 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
         async with rt.sessions() as session:
             settings = await _searcher_settings(session, trial_id)
     searcher_name, metric_name, smaller = settings
-    validations: list[tuple[float, int]] = []
+    validations: list[tuple[float, int]] = []  # (searcher metric value, steps), in report order
     for r in reports:
         if r.group == "validation":
             value = _searcher_value(r.avg_metrics, metric_name)
@@ -227,10 +227,13 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
     max_steps = max(r.steps_completed for r in reports)
     values: dict = {"total_batches": case((Trial.total_batches < max_steps, max_steps), else_=Trial.total_batches)}
     if validations:
-        best = (min if smaller else max)(v for v, _ in validations)
+        # The batch's best, the earliest steps among equals (a later tie does not replace it).
+        best, best_steps = min(validations, key=lambda vs: (vs[0] if smaller else -vs[0], vs[1]))
         better = best < Trial.searcher_metric_value if smaller else best > Trial.searcher_metric_value
         values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
                                                else_=Trial.searcher_metric_value)
+        values["best_validation_steps"] = case((Trial.searcher_metric_value.is_(None), best_steps),
+                                               (better, best_steps), else_=Trial.best_validation_steps)
     async with rt.sessions.begin() as session:
         # The fenced UPDATE comes first: it computes the new maxima in SQL (no read-modify-write
         # race between reports) and holds the trial row until the metric rows commit with it.

@@ -38,6 +38,25 @@ async def test_batch_is_stored_and_read_back(api):
     assert len(workloads) == 101 and "validation" in workloads[-1]
 
 
+async def test_a_trial_shows_its_best_and_latest_validation_across_batches(api):
+    """The best is the first report of the best value (a later tie does not replace it), found
+    without reading the trial's other validations; the latest is the highest step."""
+    exp_id, tid, h = await running_trial(api)
+    batches = [[report("validation", 10, {"loss": 0.5}), report("validation", 20, {"loss": 0.3})],
+               [report("validation", 30, {"loss": "NaN"}), report("validation", 40, {"loss": 0.3})],
+               [report("validation", 50, {"loss": 0.4})]]
+    for reports in batches:
+        r = await api.post(f"/api/v1/trials/{tid}/metrics/batch", json={"reports": reports}, headers=h)
+        assert r.status_code == 200, r.text
+    trial = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]
+    assert trial["bestValidation"]["totalBatches"] == 20 and trial["bestValidation"]["searcherMetric"] == 0.3
+    assert trial["latestValidation"]["totalBatches"] == 50
+    listed = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"]
+    ours = next(t for t in listed if t["id"] == tid)
+    assert (ours["bestValidation"]["totalBatches"], ours["latestValidation"]["totalBatches"]) == (20, 50)
+    assert all("bestValidation" not in t for t in listed if t["id"] != tid)  # the other trial reported nothing
+
+
 async def test_malformed_batch_stores_nothing(api):
     _, tid, h = await running_trial(api)
     reports = [report("training", 1, {"loss": 1.0}), report("training", -3, {"loss": 1.0})]
@@ -154,3 +173,29 @@ async def test_a_nul_inside_a_metric_value_round_trips(api):
     assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=h)).status_code == 200
     rows = (await api.get(f"/api/v1/trials/{tid}/metrics")).json()["metrics"]
     assert rows[0]["metrics"] == {"note": "a\x00b", "batch": ["x\x00"]}
+
+
+async def test_trials_from_before_migration_0008_get_their_best_validation_backfilled(api):
+    """Migration 0008 finds the best validation of trials that reported before it existed."""
+    import importlib.util
+
+    from sqlalchemy import update
+
+    from controlplane.master.db.migrate import MIGRATIONS
+    from controlplane.master.db.models import Trial
+
+    spec = importlib.util.spec_from_file_location("m0008", MIGRATIONS / "versions" / "0008_best_validation_steps.py")
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    _, tid, h = await running_trial(api)
+    reports = [report("validation", 10, {"loss": 0.5}), report("validation", 20, {"loss": 0.2}),
+               report("validation", 30, {"loss": 0.2}), report("validation", 40, {"loss": 0.9})]
+    r = await api.post(f"/api/v1/trials/{tid}/metrics/batch", json={"reports": reports}, headers=h)
+    assert r.status_code == 200
+    async with api.rt.engine.begin() as conn:  # as a trial that reported before 0008 would be
+        await conn.execute(update(Trial).values(best_validation_steps=None))
+        await conn.run_sync(migration.backfill)
+    async with api.rt.sessions() as session:
+        assert (await session.get(Trial, tid)).best_validation_steps == 20
+    trial = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]
+    assert trial["bestValidation"]["totalBatches"] == 20
