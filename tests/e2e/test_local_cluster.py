@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+
 import requests
 
 from tests.e2e.conftest import EXAMPLE, pid_alive, processes_mentioning

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -69,7 +69,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, message: str, reason: str = "invalid") -> None:
-        self._send(status, {"error": {"code": status, "message": message, "errors": [{"reason": reason, "message": message}]}})
+        self._send(status, {"error": {"code": status, "message": message,
+                                      "errors": [{"reason": reason, "message": message}]}})
 
     def _dispatch(self, method: str) -> None:
         url = urlparse(self.path)
@@ -119,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.instances[key] = {
                 **body, "kind": "compute#instance", "id": str(next(self.ids)), "status": "RUNNING",
                 "zone": f"https://compute.googleapis.com/compute/v1/projects/{p}/zones/{z}",
-                "creationTimestamp": datetime.now(timezone.utc).isoformat(), "selfLink": link,
+                "creationTimestamp": datetime.now(UTC).isoformat(), "selfLink": link,
             }
         self._send(200, self._op(p, z, link, "insert", fault))
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import google.api_core.exceptions as gex  # a required dependency: fail loudly if missing
+import pytest
 
 from provisioners.base import (  # noqa: E402
     Fatal,

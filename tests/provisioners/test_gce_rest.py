@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 import google.cloud.compute_v1  # noqa: F401  (required: fail loudly if missing)
+import pytest
 
 from provisioners.base import (  # noqa: E402
     TAG_CLUSTER,

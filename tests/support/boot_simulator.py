@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,7 @@ class MetadataServer:
         return f"http://{host}:{port}"
 
     def interrupt(self) -> None:
-        self.interrupted_at = datetime.now(timezone.utc)
+        self.interrupted_at = datetime.now(UTC)
 
     def _answer(self, path: str, headers: Any) -> tuple[int, str]:
         if self.cloud == "aws":

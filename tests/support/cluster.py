@@ -81,7 +81,7 @@ class MasterProcess(_Managed):
         self.log_path = data_dir / "master.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 60.0) -> "MasterProcess":
+    def start(self, timeout_s: float = 60.0) -> MasterProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(BIN / "det-master"), "--config", str(self.config_path)],
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -109,7 +109,7 @@ class AgentProcess(_Managed):
         self.log_path = work_dir / f"{agent_id}.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "AgentProcess":
+    def start(self) -> AgentProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -128,4 +128,5 @@ def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):  
         if last:
             return last
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {json.dumps(last, default=str)[:500]})")
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} "
+                         f"(last: {json.dumps(last, default=str)[:500]})")

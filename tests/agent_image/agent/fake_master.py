@@ -19,8 +19,8 @@ from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.http11 import Request, Response
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
 from controlplane.wire.agent_protocol import (
     AgentMessage,

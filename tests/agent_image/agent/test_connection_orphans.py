@@ -5,10 +5,9 @@ merely down (connections refused) re-queues nothing, so its restart keeps the ta
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-
 import errno
 import os
+from pathlib import Path
 
 from agent_image.agent.connection import DEFAULT_RECONNECT_WAIT_S, OrphanWatch, refused
 from controlplane.wire.agent_protocol import TaskStarted

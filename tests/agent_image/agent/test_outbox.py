@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from controlplane.wire.agent_protocol import LogLine, TaskExited, TaskLogs, TaskStarted
-
 from agent_image.agent.outbox import Outbox
+from controlplane.wire.agent_protocol import LogLine, TaskExited, TaskLogs, TaskStarted
 
 
 def logs(n: int) -> TaskLogs:

@@ -8,10 +8,9 @@ import stat
 import sys
 from pathlib import Path
 
-from controlplane.wire.agent_protocol import Slot, StartTask
-
 from agent_image.agent.task_setup import build_command, build_env, write_info_files
 from agent_image.agent.tasks import exit_code_of
+from controlplane.wire.agent_protocol import Slot, StartTask
 
 
 def msg(**kw: object) -> StartTask:
@@ -52,8 +51,10 @@ def test_command_with_and_without_hook(tmp_path: Path) -> None:
     assert build_command("echo hi", tmp_path) == ["sh", "-c", "echo hi"]
     assert build_command(["python3", "a b.py"], tmp_path) == ["python3", "a b.py"]
     (tmp_path / "startup-hook.sh").write_text("export X=1\n")
-    assert build_command("echo 'hi'", tmp_path) == ["bash", "-c", "source ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
-    assert build_command(["python3", "a b.py"], tmp_path) == ["bash", "-c", "source ./startup-hook.sh && exec python3 'a b.py'"]
+    assert build_command("echo 'hi'", tmp_path) == [
+        "bash", "-c", "source ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
+    assert build_command(["python3", "a b.py"], tmp_path) == [
+        "bash", "-c", "source ./startup-hook.sh && exec python3 'a b.py'"]
 
 
 def test_info_files(tmp_path: Path) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controlplane.autoscaler.model import (
-    AgentView, Blocked, Decision, Demand, InstanceView, LaunchFailure, PendingLaunch, PoolScaling,
+    AgentView,
+    Blocked,
+    Decision,
+    Demand,
+    InstanceView,
+    LaunchFailure,
+    PendingLaunch,
+    PoolScaling,
 )
 from controlplane.autoscaler.planner import plan
 
@@ -43,7 +50,7 @@ def run(cfg: PoolScaling, gangs: Sequence[int] = (), instances: Sequence[Instanc
 
 
 def launched(d: Decision) -> int:
-    return sum(l.count for l in d.launches)
+    return sum(launch.count for launch in d.launches)
 
 
 def terminated(d: Decision) -> list[str]:

@@ -9,8 +9,8 @@ from tests.controlplane.autoscaler.scenarios import NOW, pool, run, said
 
 def _fail(cfg: PoolScaling, d: Decision, kind: str, msg: str, blocked: list[Blocked],
           failures: LaunchFailure, now: float = NOW) -> tuple[list[Blocked], LaunchFailure]:
-    (l,) = d.launches
-    return on_launch_error(cfg, kind, l.zone, l.instance_type, l.spot, msg, blocked, failures, now)  # type: ignore[arg-type]
+    (launch,) = d.launches
+    return on_launch_error(cfg, kind, launch.zone, launch.instance_type, launch.spot, msg, blocked, failures, now)  # type: ignore[arg-type]
 
 
 def test_no_capacity_in_zone_a_launches_in_zone_b_same_tick():
@@ -23,10 +23,10 @@ def test_no_capacity_in_zone_a_launches_in_zone_b_same_tick():
     assert [b.key for b in blocked] == ["zone:us-west-2a:g5.xlarge"]
     assert failures == LaunchFailure()  # capacity errors do not back off
     d2 = run(cfg, gangs=[4, 4], blocked=blocked, failures=failures)  # same tick, same now
-    (l,) = d2.launches
-    assert (l.zone, l.count, l.spot) == ("us-west-2b", 2, False)
-    assert "skipping g5.xlarge in zone us-west-2a blocked until" in l.reason
-    assert "no capacity: InsufficientInstanceCapacity" in l.reason
+    (launch,) = d2.launches
+    assert (launch.zone, launch.count, launch.spot) == ("us-west-2b", 2, False)
+    assert "skipping g5.xlarge in zone us-west-2a blocked until" in launch.reason
+    assert "no capacity: InsufficientInstanceCapacity" in launch.reason
 
 
 def test_quota_blocks_the_type_and_next_type_is_tried():
@@ -34,9 +34,9 @@ def test_quota_blocks_the_type_and_next_type_is_tried():
     d1 = run(cfg, gangs=[4])
     blocked, failures = _fail(cfg, d1, "quota", "VcpuLimitExceeded", [], LaunchFailure())
     assert [b.key for b in blocked] == ["type:g5.xlarge"]
-    (l,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
-    assert (l.instance_type, l.zone) == ("g6.xlarge", "us-west-2a")
-    assert "type g5.xlarge blocked" in l.reason and "quota: VcpuLimitExceeded" in l.reason
+    (launch,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
+    assert (launch.instance_type, launch.zone) == ("g6.xlarge", "us-west-2a")
+    assert "type g5.xlarge blocked" in launch.reason and "quota: VcpuLimitExceeded" in launch.reason
 
 
 def test_block_expires_after_cooldown():
@@ -53,15 +53,15 @@ def test_spot_capacity_walks_spot_options_then_falls_back_to_on_demand():
     zones = []
     for _ in range(2):
         d = run(cfg, gangs=[4], blocked=blocked, failures=failures)
-        (l,) = d.launches
-        assert l.spot
-        zones.append(l.zone)
+        (launch,) = d.launches
+        assert launch.spot
+        zones.append(launch.zone)
         blocked, failures = _fail(cfg, d, "no_capacity", "InsufficientInstanceCapacity (spot)", blocked, failures)
     assert zones == ["us-west-2a", "us-west-2b"]
     assert {b.key for b in blocked} == {"spot:us-west-2a:g5.xlarge", "spot:us-west-2b:g5.xlarge"}
-    (l,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
-    assert (l.spot, l.zone) == (False, "us-west-2a")
-    assert "falling back to on-demand: every spot option is blocked" in l.reason
+    (launch,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
+    assert (launch.spot, launch.zone) == (False, "us-west-2a")
+    assert "falling back to on-demand: every spot option is blocked" in launch.reason
 
 
 def test_spot_without_fallback_waits_and_names_the_blocks():
@@ -78,8 +78,8 @@ def test_spot_quota_is_separate_from_on_demand_quota():
     cfg = pool(spot=True, spot_fallback_to_on_demand=True, zones=("us-west-2a",))
     blocked, failures = _fail(cfg, run(cfg, gangs=[4]), "quota", "MaxSpotInstanceCountExceeded", [], LaunchFailure())
     assert [b.key for b in blocked] == ["spot-type:g5.xlarge"]
-    (l,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
-    assert not l.spot
+    (launch,) = run(cfg, gangs=[4], blocked=blocked, failures=failures).launches
+    assert not launch.spot
 
 
 def test_everything_blocked_is_explained_with_each_block():
@@ -94,8 +94,8 @@ def test_everything_blocked_is_explained_with_each_block():
 
 def test_default_zone_when_no_zones_configured():
     cfg = pool(zones=())
-    (l,) = run(cfg, gangs=[4]).launches
-    assert l.zone == "" and "the default zone" in l.reason
+    (launch,) = run(cfg, gangs=[4]).launches
+    assert launch.zone == "" and "the default zone" in launch.reason
     blocked, _ = _fail(cfg, run(cfg, gangs=[4]), "no_capacity", "none", [], LaunchFailure())
     d = run(cfg, gangs=[4], blocked=blocked)
     assert d.launches == [] and said(d, "g5.xlarge in the default zone blocked")

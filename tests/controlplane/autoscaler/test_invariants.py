@@ -10,7 +10,15 @@ from dataclasses import replace
 import pytest
 
 from controlplane.autoscaler import (
-    AgentView, Blocked, Demand, InstanceView, LaunchFailure, PendingLaunch, on_launch_error, on_launch_success, plan,
+    AgentView,
+    Blocked,
+    Demand,
+    InstanceView,
+    LaunchFailure,
+    PendingLaunch,
+    on_launch_error,
+    on_launch_success,
+    plan,
 )
 from tests.controlplane.autoscaler.scenarios import pool
 
@@ -46,33 +54,34 @@ def test_randomized_fault_run_keeps_bounds_and_leaks_nothing(seed):
             n += 1
             cloud[f"leak-{n}"] = InstanceView(f"leak-{n}", "running", now, "us-west-2a", "g5.xlarge", False, "", False)
         gangs = tuple(rng.choice([1, 2, 4, 8]) for _ in range(rng.randint(0, 6))) if tick < 200 else ()
-        for attempt in range(10):  # plan, launch, on error replan in the same tick
+        for _attempt in range(10):  # plan, launch, on error replan in the same tick
             alive = [i for i in cloud.values() if i.state != "terminated"]
             d = plan(cfg, Demand(gangs), list(cloud.values()), list(agents.values()), blocked, failures, now)
             for t in d.terminations:
                 cloud[t.instance_id] = replace(cloud[t.instance_id], state="terminated")
                 agents.pop(t.instance_id, None)
             leaks = sum(1 for i in alive if not i.known)
-            launched = sum(l.count for l in d.launches)
+            launched = sum(launch.count for launch in d.launches)
             assert len(alive) - leaks + launched <= cfg.max_instances, d.explanation
             assert all(e for e in d.explanation)
             if not d.launches:
                 break
-            (l,) = d.launches
+            (launch,) = d.launches
             fault = rng.random()
             if fault < 0.3:
-                blocked, failures = on_launch_error(cfg, "no_capacity", l.zone, l.instance_type, l.spot, "ICE",
-                                                    blocked, failures, now)
+                blocked, failures = on_launch_error(cfg, "no_capacity", launch.zone, launch.instance_type, launch.spot,
+                                                    "ICE", blocked, failures, now)
                 continue
             if fault < 0.35:
-                blocked, failures = on_launch_error(cfg, "transient", l.zone, l.instance_type, l.spot, "5xx",
-                                                    blocked, failures, now)
+                blocked, failures = on_launch_error(cfg, "transient", launch.zone, launch.instance_type, launch.spot,
+                                                    "5xx", blocked, failures, now)
                 continue
             failures = on_launch_success(failures)
-            for _ in range(l.count):
+            for _ in range(launch.count):
                 n += 1
                 iid = f"i-{n}"
-                cloud[iid] = InstanceView(iid, "pending", now, l.zone, l.instance_type, l.spot, f"r{n}", True)
+                cloud[iid] = InstanceView(iid, "pending", now, launch.zone, launch.instance_type, launch.spot,
+                                          f"r{n}", True)
                 if rng.random() < 0.05:
                     never_registers.add(iid)
             break
@@ -85,7 +94,7 @@ def test_randomized_fault_run_keeps_bounds_and_leaks_nothing(seed):
 def test_in_flight_launches_prevent_double_launch_until_listed():
     cfg = pool()
     d1 = plan(cfg, Demand((4, 4)), [], [], [], LaunchFailure(), 0.0)
-    (l,) = d1.launches
-    flight = [PendingLaunch("r1", l.count, 0.0, l.instance_type, l.zone, l.spot)]
+    (launch,) = d1.launches
+    flight = [PendingLaunch("r1", launch.count, 0.0, launch.instance_type, launch.zone, launch.spot)]
     for t in (5.0, 10.0, 15.0):  # the cloud does not list them yet
         assert plan(cfg, Demand((4, 4)), [], [], [], LaunchFailure(), t, in_flight=flight).launches == []

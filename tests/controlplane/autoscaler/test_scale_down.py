@@ -6,7 +6,16 @@ import pytest
 
 from controlplane.autoscaler.model import PendingLaunch
 from tests.controlplane.autoscaler.scenarios import (
-    MIN, NOW, busy, idle, inst, launched, pool, run, said, terminated,
+    MIN,
+    NOW,
+    busy,
+    idle,
+    inst,
+    launched,
+    pool,
+    run,
+    said,
+    terminated,
 )
 
 

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from controlplane.autoscaler.model import PendingLaunch
 from tests.controlplane.autoscaler.scenarios import (
-    MIN, NOW, busy, idle, inst, launched, pool, run, said, terminated,
+    MIN,
+    NOW,
+    busy,
+    idle,
+    inst,
+    launched,
+    pool,
+    run,
+    said,
+    terminated,
 )
 
 
 def test_empty_pool_launches_for_demand_in_first_zone():
     d = run(pool(), gangs=[4, 4, 2, 1])
-    (l,) = d.launches
-    assert (l.count, l.instance_type, l.zone, l.spot) == (3, "g5.xlarge", "us-west-2a", False)
-    assert "need 3 new instances" in l.reason
+    (launch,) = d.launches
+    assert (launch.count, launch.instance_type, launch.zone, launch.spot) == (3, "g5.xlarge", "us-west-2a", False)
+    assert "need 3 new instances" in launch.reason
 
 
 def test_booting_instances_absorb_demand_no_double_launch_across_ticks():

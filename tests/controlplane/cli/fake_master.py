@@ -153,8 +153,9 @@ class Handler(BaseHTTPRequestHandler):
             self.state.counter += 1
             token = f"tok-{req['username']}-{self.state.counter}"
             self.state.tokens[token] = req["username"]
-            return self._send(200, {"token": token, "user": {"username": req["username"], "admin": False,
-                                                             "active": True, "id": self.state.user_ids[req["username"]]}})
+            return self._send(200, {"token": token, "user": {
+                "username": req["username"], "admin": False, "active": True,
+                "id": self.state.user_ids[req["username"]]}})
         user = self._user()
         if user is None:
             return self._error(401, "unauthenticated")
@@ -395,7 +396,7 @@ class FakeMaster:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
 
-    def __enter__(self) -> "FakeMaster":
+    def __enter__(self) -> FakeMaster:
         self.thread.start()
         return self
 

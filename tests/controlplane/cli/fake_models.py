@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote
 
 NOW = "2025-03-20T12:00:00.000000Z"

@@ -143,7 +143,9 @@ def write_info(info_dir: Path, master_url: str, config: dict, *, latest_checkpoi
         "container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [0]}))
 
 
-def experiment_config(storage_root: Path, max_length: Any = {"batches": 100}) -> dict:
+def experiment_config(storage_root: Path, max_length: Any = None) -> dict:
+    if max_length is None:
+        max_length = {"batches": 100}
     return {"checkpoint_storage": {"type": "shared_fs", "host_path": str(storage_root), "storage_path": "ckpts",
                                    "save_trial_latest": 1},
             "searcher": {"name": "single", "metric": "validation_loss", "max_length": max_length}}

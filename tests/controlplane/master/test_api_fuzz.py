@@ -77,7 +77,8 @@ def test_no_5xx_and_answers_match_the_schema(db_url, tmp_path):
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=420)
         out = run.stdout + run.stderr
         print(_summary(out))
-        assert run.returncode == 0, f"schemathesis found failures:\n{out[-12000:]}\n--- master log ---\n{master.log_tail(80)}"
+        assert run.returncode == 0, (f"schemathesis found failures:\n{out[-12000:]}\n"
+                                     f"--- master log ---\n{master.log_tail(80)}")
         assert "Tested:" in out
     finally:
         master.stop()

@@ -37,7 +37,7 @@ async def run_experiment(api, storage: dict | None = None, *, orphan: str | None
     for n, start in enumerate(starts, 1):
         await agent.start(start)
         headers, tid = task_headers(start.session_token), int(start.env["DET_TRIAL_ID"])
-        for steps, loss in zip((10, 20, 30), LOSSES[n]):
+        for steps, loss in zip((10, 20, 30), LOSSES[n], strict=False):
             ckpt = str(uuid.uuid4())
             d = storage_dir(api) / ckpt
             d.mkdir(parents=True)

@@ -24,7 +24,8 @@ async def test_report_then_list_and_describe(api):
     ckpt = (await api.get(f"/api/v1/checkpoints/{uuids[0]}")).json()["checkpoint"]
     assert ckpt["training"]["trialId"] == tid and ckpt["training"]["searcherMetric"] == 0.3
     assert ckpt["resources"] == {"state.pt": "100", "metadata.json": "20"}
-    listed = (await api.get(f"/api/v1/experiments/{exp_id}/checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC&limit=1")).json()
+    listed = (await api.get(
+        f"/api/v1/experiments/{exp_id}/checkpoints?sortByAttr=SORT_BY_SEARCHER_METRIC&limit=1")).json()
     assert [c["uuid"] for c in listed["checkpoints"]] == [uuids[0]] and listed["pagination"]["total"] == 2
 
 

@@ -91,7 +91,8 @@ async def test_integer_beyond_64_bits_is_400_naming_the_field(api):
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
 async def test_non_finite_weight_is_400(api, value):
-    await _refused(api, 400, "resources.weight", "finite", config=yaml.safe_dump(CONFIG) + f"resources: {{weight: {value}}}\n")
+    await _refused(api, 400, "resources.weight", "finite",
+                   config=yaml.safe_dump(CONFIG) + f"resources: {{weight: {value}}}\n")
 
 
 async def test_a_config_that_used_to_fail_at_activate_is_refused_at_create(api):

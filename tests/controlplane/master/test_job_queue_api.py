@@ -24,7 +24,8 @@ async def api2(db_url, tmp_path):
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
             client.rt = app.state.runtime
-            token = (await client.post("/api/v1/auth/login", json={"username": "admin", "password": ""})).json()["token"]
+            login = await client.post("/api/v1/auth/login", json={"username": "admin", "password": ""})
+            token = login.json()["token"]
             client.headers["Authorization"] = f"Bearer {token}"
             yield client
     finally:

@@ -77,7 +77,8 @@ async def test_single_report_in_determined_shape(api):
     body = {"group": "validation", "metrics": {"trialId": tid, "trialRunId": 1, "stepsCompleted": 10,
                                                "reportTime": None, "metrics": {"avgMetrics": {"loss": 0.5}}}}
     assert (await api.post(f"/api/v1/trials/{tid}/metrics", json=body, headers=h)).status_code == 200
-    assert (await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 0.5, "isRaw": True}, headers=h)).status_code == 200
+    r = await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 0.5, "isRaw": True}, headers=h)
+    assert r.status_code == 200
     r = await api.post(f"/api/v1/trials/{tid}/progress", json={"progress": 3}, headers=h)
     assert r.status_code == 400 and "progress" in r.json()["message"]
     trial = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]
@@ -153,7 +154,8 @@ async def test_workloads_page_in_step_order_across_metrics_and_checkpoints(api):
     reports = [report("training", s, {"loss": s}) for s in range(1, 41)]
     reports += [report("validation", s, {"loss": s}) for s in range(5, 41, 5)]
     reports += [report("other", 3, {"x": 1})]  # not a workload
-    assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json={"reports": reports}, headers=h)).status_code == 200
+    r = await api.post(f"/api/v1/trials/{tid}/metrics/batch", json={"reports": reports}, headers=h)
+    assert r.status_code == 200
     for steps in (10, 20, 20, 40):
         await report_checkpoint(api, start, steps)
     expected = 40 + 8 + 4

@@ -98,11 +98,13 @@ async def test_secrets_never_appear_in_any_answer_or_log_line(api, caplog):
     assert exp["config"]["checkpoint_storage"]["bucket"] == "team-bucket"  # only secrets are masked
     training = answers["checkpoint"].json()["checkpoint"]["training"]
     assert training["experimentConfig"]["checkpoint_storage"]["secret_key"] == "********"
-    assert not leaked(caplog.text), [r.name + ": " + r.getMessage()[:300] for r in caplog.records if leaked(r.getMessage())][:5]
+    assert not leaked(caplog.text), [r.name + ": " + r.getMessage()[:300]
+                                     for r in caplog.records if leaked(r.getMessage())][:5]
 
 
 async def test_flow_style_and_validate_only_answers_are_redacted(api):
-    flow = f"name: x\nentrypoint: python3 train.py\nsearcher: {{name: single, metric: loss, max_length: {{batches: 1}}}}\n" \
+    flow = "name: x\nentrypoint: python3 train.py\n" \
+           "searcher: {name: single, metric: loss, max_length: {batches: 1}}\n" \
            f"checkpoint_storage: {{type: s3, bucket: b, secret_key: {SECRETS[0]}}}\n"
     r = await create(api, flow)
     assert r.status_code == 200 and not leaked(r.text), r.text

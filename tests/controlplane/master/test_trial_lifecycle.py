@@ -94,7 +94,8 @@ async def test_session_token_only_works_for_its_own_trial(api):
     m1, m2 = await agent.next_message(), await agent.next_message()
     own, other = m1.env["DET_TRIAL_ID"], m2.env["DET_TRIAL_ID"]
     body = {"group": "training", "metrics": {"stepsCompleted": 1, "metrics": {"avgMetrics": {"loss": 1.0}}}}
-    assert (await api.post(f"/api/v1/trials/{own}/metrics", json=body, headers=task_headers(m1.session_token))).status_code == 200
+    r = await api.post(f"/api/v1/trials/{own}/metrics", json=body, headers=task_headers(m1.session_token))
+    assert r.status_code == 200
     r = await api.post(f"/api/v1/trials/{other}/metrics", json=body, headers=task_headers(m1.session_token))
     assert r.status_code == 403
     r = await api.get("/api/v1/experiments", headers=task_headers(m1.session_token))
@@ -115,7 +116,8 @@ async def test_pause_signals_preemption_and_activate_resumes(api):
     assert (await api.post(f"/api/v1/experiments/{exp_id}/pause")).status_code == 200
     assert (await api.get(signal, headers=h)).json() == {"preempt": True}
     ckpt = await report_checkpoint(api, first, steps=3)
-    assert (await api.post(f"/api/v1/allocations/{first.allocation_id}/signals/ack_preemption", headers=h)).status_code == 200
+    ack = await api.post(f"/api/v1/allocations/{first.allocation_id}/signals/ack_preemption", headers=h)
+    assert ack.status_code == 200
     await agent.exit(first.allocation_id, 0)
     assert await trial_states(api, exp_id) == ["STATE_PAUSED"]
     await api.post(f"/api/v1/experiments/{exp_id}/activate")

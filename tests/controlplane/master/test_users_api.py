@@ -47,7 +47,8 @@ async def test_admin_creates_users_that_are_listed_paged_and_found_by_id_and_nam
     assert (by_name["root2"]["role"], by_name["root2"]["admin"]) == ("admin", True)
     assert (await api.get(f"/api/v1/users/{alice}")).json()["user"]["username"] == "alice"
     assert (await api.get("/api/v1/users/alice/by-username")).json()["user"]["id"] == alice
-    assert [u["username"] for u in (await api.get("/api/v1/users", params={"name": "LIC"})).json()["users"]] == ["alice"]
+    users = (await api.get("/api/v1/users", params={"name": "LIC"})).json()["users"]
+    assert [u["username"] for u in users] == ["alice"]
     assert (await api.get("/api/v1/users/nobody/by-username")).status_code == 404
     await login(api, "alice", "pw")
     r = await api.post("/api/v1/users", json={"user": {"username": "alice"}}, headers=bearer(admin))

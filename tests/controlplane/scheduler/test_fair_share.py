@@ -23,7 +23,8 @@ def test_equal_weights_split_evenly():
 
 
 def test_weights_three_to_one():
-    p = plan(pools(scheduler="fair_share"), many("A", 4, weight=3.0) + many("B", 4, weight=1.0), [], [agent("x", 4)], NOW)
+    p = plan(pools(scheduler="fair_share"), many("A", 4, weight=3.0) + many("B", 4, weight=1.0), [],
+             [agent("x", 4)], NOW)
     assert per_job(p) == {"A": 3, "B": 1}
 
 

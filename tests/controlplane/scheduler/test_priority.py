@@ -18,7 +18,8 @@ def test_lower_number_runs_first_then_queue_position_then_submission():
 
 
 def test_high_priority_preempts_lowest_priority_newest_on_one_agent():
-    run = [running("low-old", {"a": (0,)}, priority=60, started=1), running("low-new", {"a": (1,)}, priority=60, started=2),
+    run = [running("low-old", {"a": (0,)}, priority=60, started=1),
+           running("low-new", {"a": (1,)}, priority=60, started=2),
            running("mid", {"a": (2, 3)}, priority=50, started=3)]
     p = plan(pools(), [req("high", 1, priority=10)], run, [agent("a", 4, used=(0, 1, 2, 3))], NOW)
     assert placed(p) == []  # it waits for the slot being freed
@@ -28,7 +29,8 @@ def test_high_priority_preempts_lowest_priority_newest_on_one_agent():
 
 def test_no_preemption_when_disabled_or_not_enough_to_free():
     run = [running("low", {"a": (0, 1)}, priority=60)]
-    assert plan(pools(preemption=False), [req("high", 2, priority=10)], run, [agent("a", 2, used=(0, 1))], NOW).preemptions == []
+    assert plan(pools(preemption=False), [req("high", 2, priority=10)], run, [agent("a", 2, used=(0, 1))],
+                NOW).preemptions == []
     same = [running("peer", {"a": (0, 1)}, priority=42)]
     assert plan(pools(), [req("x", 2)], same, [agent("a", 2, used=(0, 1))], NOW).preemptions == []
 

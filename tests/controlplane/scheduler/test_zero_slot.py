@@ -39,6 +39,6 @@ def test_zero_slot_scenarios():
         p = plan({"default": policy}, pending, [], agents, NOW)
         assert [x.resources[0][0] for x in p.placements] == expected, name
     fifo = plan({"default": PoolPolicy("default", scheduler="fair_share", max_zero_slot_per_agent=1)},
-                [req("late", 0, submitted=5, priority=1), req("early", 0, submitted=1, priority=99)], [], [agent("a", 1)],
-                NOW)
+                [req("late", 0, submitted=5, priority=1), req("early", 0, submitted=1, priority=99)], [],
+                [agent("a", 1)], NOW)
     assert [x.allocation_id for x in fifo.placements] == ["early"]

@@ -16,7 +16,7 @@ PREFIX = "team/exp"
 
 
 @pytest.fixture
-def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: ANN001, ANN201
+def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: ANN001, ANN201, F811 (fixture)
     for var in ("DET_MASTER", "DET_SESSION_TOKEN", "DET_ALLOCATION_ID", "DET_TRIAL_ID"):
         monkeypatch.delenv(var, raising=False)
     config = experiment_config(tmp_path / "unused")
@@ -26,7 +26,7 @@ def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: ANN00
     return s3_bucket
 
 
-def test_an_upload_that_fails_midway_is_not_reported(s3_on_cluster, fake_master, monkeypatch):  # noqa: ANN001
+def test_an_upload_that_fails_midway_is_not_reported(s3_on_cluster, fake_master, monkeypatch):  # noqa: ANN001, F811
     outage = Outage(start_after=3, recover_after=1)
     make_client = S3Storage._make_client
 

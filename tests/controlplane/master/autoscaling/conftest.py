@@ -9,6 +9,7 @@ helpers to play the instances' agents. No background autoscaler loop runs: the t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import httpx
 import pytest
 

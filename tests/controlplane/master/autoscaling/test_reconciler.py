@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from controlplane.master.app import stop_runtime
 from controlplane.master.db.models import Instance
-from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, Instance as CloudInstance, NoCapacity
+from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, NoCapacity
+from provisioners.base import Instance as CloudInstance
 from tests.controlplane.master.autoscaling.conftest import login, start_master
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
@@ -29,7 +30,7 @@ class ScriptedCloud:
             raise NoCapacity("InsufficientInstanceCapacity: none left", zone=req.zone, instance_type=req.instance_type)
         self.launches.append(req)
         out = []
-        for n in range(req.count):
+        for _ in range(req.count):
             inst = CloudInstance(f"i-{len(self.instances) + 1}", f"i-{len(self.instances) + 1}", "pending",
                                  req.zone or "", req.instance_type, req.spot, self.clock,
                                  {TAG_CLUSTER: req.cluster_id, TAG_POOL: req.pool, TAG_REQUEST: req.request_id})
