@@ -19,7 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from controlplane.autoscaler import (  # noqa: E402
-    AgentView, Blocked, Demand, InstanceView, LaunchFailure, PoolScaling, plan,
+    AgentView,
+    Blocked,
+    Demand,
+    InstanceView,
+    LaunchFailure,
+    PoolScaling,
+    plan,
 )
 from controlplane.autoscaler.model import InstanceState  # noqa: E402
 
@@ -71,7 +77,7 @@ def main() -> None:
     times.sort()
     median = statistics.median(times)
     p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-    launched = sum(l.count for l in d.launches)
+    launched = sum(launch.count for launch in d.launches)
     print(f"plan(): {len(instances)} instances, {len(agents)} agents, {len(demand.gangs)} gangs, {args.repeat} runs")
     print(f"  median {median:.2f} ms, p95 {p95:.2f} ms")
     print(f"  decision: launch {launched}, terminate {len(d.terminations)}, {len(d.explanation)} explanation lines")

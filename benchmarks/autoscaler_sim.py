@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     span_h = max(j.arrival for j in trace) / 3600
     gpu_h = sum(j.gpus * j.duration for j in trace) / 3600
-    mix = ", ".join(f"{g}:{w:.0%}" for g, w in zip(GANG_SIZES, GANG_WEIGHTS))
+    mix = ", ".join(f"{g}:{w:.0%}" for g, w in zip(GANG_SIZES, GANG_WEIGHTS, strict=False))
     print(f"trace: {len(trace)} jobs over {span_h:.1f} h (seed {a.seed}), Poisson arrivals every {a.mean_gap_s:.0f} s "
           f"on average, gangs (GPUs:share) {mix}, log-normal durations (median {a.median_duration_s:.0f} s, "
           f"sigma {a.sigma}), {gpu_h:,.0f} GPU-hours of work")
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"{r.peak_instances:5d} {r.median_wait:10.1f}s {r.p95_wait:7.1f}s {statistics.fmean(r.waits):8.1f}s "
               f"{r.runs:6d}")
     print(f"{'oracle (lower bound)':44} {orc.instance_s / 3600:8.1f} {1.0:8.3f} {orc.starts:6d}")
-    print(f"runs: times the rule ran (each lists the cloud); the tick-only row is the planner without the wake-up, "
-          f"for comparison only")
+    print("runs: times the rule ran (each lists the cloud); the tick-only row is the planner without the wake-up, "
+          "for comparison only")
     print(f"NoCapacity errors in {ZONES[0]} during the fault run: {faulty.capacity_errors} "
           "(each replanned in the same tick onto the next zone)")
     print(f"one plan() tick, 1,000 instances and {a.tick_gangs:,} queued gangs: median {tick_ms:.2f} ms "

@@ -57,6 +57,8 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from datetime import UTC
+
 from controlplane.wire import agent_protocol as wire  # noqa: E402
 from tests.support.cluster import MasterProcess, login  # noqa: E402
 
@@ -458,12 +460,13 @@ def populate_bulk(db_url: str, trial_id: int, rows: int) -> float:
                     ((trial_id, s, metrics) for s in range(start, min(rows, start + chunk))))
         conn.close()
     else:
+        from datetime import datetime
+
         import asyncpg
-        from datetime import datetime, timezone
 
         async def copy() -> None:
             conn = await asyncpg.connect(db_url)
-            when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+            when = datetime(2024, 1, 1, tzinfo=UTC)
             for start in range(0, rows, chunk):
                 await conn.copy_records_to_table(
                     "metrics", columns=["trial_id", "trial_run_id", "metric_group", "steps_completed", "metrics",
@@ -681,14 +684,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=float, default=3.0,
                     help="seconds of load before the measured --duration (token lookups, prepared statements)")
     ap.add_argument("--batch", type=int, default=100, help="rows per batch (default 100)")
-    ap.add_argument("--client-procs", type=int, default=2, help="processes the trial clients are spread over (default 2)")
+    ap.add_argument("--client-procs", type=int, default=2,
+                    help="processes the trial clients are spread over (default 2)")
     ap.add_argument("--listers", type=int, default=2, help="clients listing experiments (default 2)")
     ap.add_argument("--list-interval-ms", type=float, default=100.0, help="each lister's period (default 100 ms)")
     ap.add_argument("--paced-rows-per-s", type=float, default=0.0,
                     help="offer this many rows/s in all on a fixed schedule instead of a closed loop")
-    ap.add_argument("--big-rows", type=int, default=1_000_000, help="rows of the paginated read (default 1,000,000; 0 skips the /info phase)")
+    ap.add_argument("--big-rows", type=int, default=1_000_000,
+                    help="rows of the paginated read (default 1,000,000; 0 skips the /info phase)")
     ap.add_argument("--config-mb", type=float, default=10.0, help="size of the big config in MB (default 10)")
-    ap.add_argument("--profile", default="", help="record the master with py-spy (raw folded stacks) into this directory")
+    ap.add_argument("--profile", default="",
+                    help="record the master with py-spy (raw folded stacks) into this directory")
     ap.add_argument("--master-logs", default="", help="copy each master's log into this directory")
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
                     help="a PostgreSQL database to create the scratch database from")

@@ -89,14 +89,16 @@ def main() -> None:
                   f"median {statistics.median(latencies):.0f} ms, min {min(latencies):.0f} ms, "
                   f"max {max(latencies):.0f} ms", flush=True)
 
-            loop = {"name": "loop", "entrypoint": "true", "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+            loop = {"name": "loop", "entrypoint": "true",
+                    "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
                     "searcher": {"name": "random", "metric": "loss", "max_trials": args.trials,
                                  "max_concurrent_trials": 4, "max_length": {"batches": 1}}}
             t0 = time.perf_counter()
             exp_id = create(s, master.url, loop)
             wait_done(s, master.url, exp_id)
             elapsed = time.perf_counter() - t0
-            print(f"zero-length trials: {args.trials} in {elapsed:.2f}s = {args.trials / elapsed:.2f} trials/s", flush=True)
+            print(f"zero-length trials: {args.trials} in {elapsed:.2f}s = {args.trials / elapsed:.2f} trials/s",
+                  flush=True)
         finally:
             agent.stop()
             master.stop()

@@ -14,9 +14,9 @@ truth, which is what makes reconciliation leak-proof across master restarts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 TAG_CLUSTER = "det-cluster-id"

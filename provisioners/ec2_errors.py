@@ -8,15 +8,14 @@ botocore is imported lazily so importing `provisioners` stays cheap.
 
 from __future__ import annotations
 
-
 from provisioners.base import (
-    translator,
     Fatal,
     InvalidConfig,
     NoCapacity,
     ProvisionerError,
     QuotaExceeded,
     Transient,
+    translator,
 )
 
 # Exact EC2 error codes -> class. Prefix matches (e.g. "InvalidAMIID.NotFound") are below.

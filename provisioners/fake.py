@@ -89,7 +89,8 @@ class FakeProvisioner:
 
     # -- scripting ------------------------------------------------------------------------
 
-    def no_capacity(self, zone: str | None = None, instance_type: str | None = None, *, spot_only: bool = False) -> None:
+    def no_capacity(self, zone: str | None = None, instance_type: str | None = None, *,
+                    spot_only: bool = False) -> None:
         """From now on, launches matching this rule raise NoCapacity."""
         self.capacity_rules.append(CapacityRule(zone, instance_type, spot_only))
 

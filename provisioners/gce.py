@@ -257,7 +257,8 @@ class GceProvisioner:
     # -- list -----------------------------------------------------------------------------
 
     def list_instances(self, cluster_id: str, pool: str) -> list[Instance]:
-        flt = f'(labels.{TAG_CLUSTER} = "{sanitize_label(cluster_id)}") AND (labels.{TAG_POOL} = "{sanitize_label(pool)}")'
+        flt = (f'(labels.{TAG_CLUSTER} = "{sanitize_label(cluster_id)}") '
+               f'AND (labels.{TAG_POOL} = "{sanitize_label(pool)}")')
         out: list[Instance] = []
         with translated():
             pager = self.instances.aggregated_list(request={"project": self.config.project, "filter": flt})

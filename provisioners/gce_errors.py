@@ -8,17 +8,17 @@ google.api_core is imported lazily so importing `provisioners` stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from provisioners.base import (
-    translator,
     Fatal,
     InvalidConfig,
     NoCapacity,
     ProvisionerError,
     QuotaExceeded,
     Transient,
+    translator,
 )
 
 _CAPACITY_MARKERS = (

@@ -28,7 +28,7 @@ from .context_cache import ContextCache
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
 from .safe_untar import safe_extract
-from .sandbox import INFO_DIR, RESOURCES_TYPE, WORKDIR, Mount, Sandbox, chown_tree, block_sigterm, shared_fs_mount
+from .sandbox import INFO_DIR, RESOURCES_TYPE, WORKDIR, Mount, Sandbox, block_sigterm, chown_tree, shared_fs_mount
 from .task_setup import build_command, build_env, check_executable, write_info_files
 
 _PR_SET_PDEATHSIG = 1
@@ -48,6 +48,10 @@ def _die_with_agent() -> None:
 def _sandboxed_preexec() -> None:
     block_sigterm()
     _die_with_agent()
+    # bwrap creates the layout's directories (/run/determined, ...) with the process umask; an
+    # agent started under umask 077 (the boot script's) would leave them untraversable by the
+    # task's uid. The task's own files live in its private, 0700 task directory anyway.
+    os.umask(0o022)
 
 
 def remove_tree(path: Path) -> None:

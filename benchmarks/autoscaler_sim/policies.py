@@ -22,8 +22,16 @@ from dataclasses import dataclass, field
 
 from benchmarks.autoscaler_sim.cluster import CapacityError, Cluster, Instance
 from controlplane.autoscaler import (
-    AgentView, Blocked, Demand, InstanceView, LaunchFailure, PendingLaunch, PoolScaling, on_launch_error,
-    on_launch_success, plan,
+    AgentView,
+    Blocked,
+    Demand,
+    InstanceView,
+    LaunchFailure,
+    PendingLaunch,
+    PoolScaling,
+    on_launch_error,
+    on_launch_success,
+    plan,
 )
 
 REPLANS = 6  # the reconciler's MAX_REPLANS

@@ -20,8 +20,16 @@ from collections.abc import Sequence
 from controlplane.autoscaler.inventory import Inventory, classify
 from controlplane.autoscaler.keys import active, duration, until_text
 from controlplane.autoscaler.model import (
-    AgentView, Blocked, Decision, Demand, InstanceView, Launch, LaunchFailure, PendingLaunch,
-    PoolScaling, Terminate,
+    AgentView,
+    Blocked,
+    Decision,
+    Demand,
+    InstanceView,
+    Launch,
+    LaunchFailure,
+    PendingLaunch,
+    PoolScaling,
+    Terminate,
 )
 from controlplane.autoscaler.packing import Packing, pack
 from controlplane.autoscaler.targets import choose

@@ -57,6 +57,7 @@ def choose(cfg: PoolScaling, active: dict[str, Blocked], now: float) -> tuple[Ta
                 note += "; skipping " + "; ".join(block_text(b, now) for b in od_skipped)
             return Target(od[0], od[1], od[2], note), ""
         skipped = skipped + [b for b in od_skipped if b not in skipped]
-    what = "spot and on-demand" if first_spot and cfg.spot_fallback_to_on_demand else ("spot" if first_spot else "on-demand")
+    what = ("spot and on-demand" if first_spot and cfg.spot_fallback_to_on_demand
+            else ("spot" if first_spot else "on-demand"))
     return None, (f"not launching: every {what} zone/type option is blocked: "
                   + "; ".join(block_text(b, now) for b in skipped))

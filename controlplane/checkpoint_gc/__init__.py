@@ -4,6 +4,6 @@ Deleting them (storage first, then the database, retried until done) is the mast
 `controlplane/master/services/checkpoint_gc.py`.
 """
 
-from controlplane.checkpoint_gc.policy import CheckpointView, SavePolicy, Doomed, doomed
+from controlplane.checkpoint_gc.policy import CheckpointView, Doomed, SavePolicy, doomed
 
 __all__ = ["CheckpointView", "Doomed", "SavePolicy", "doomed"]

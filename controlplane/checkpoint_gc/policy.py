@@ -26,7 +26,7 @@ class SavePolicy:
     smaller_is_better: bool = True
 
     @classmethod
-    def of(cls, config: dict) -> "SavePolicy":
+    def of(cls, config: dict) -> SavePolicy:
         """From an experiment's stored config (`checkpoint_storage.save_*`, `searcher`)."""
         storage = config.get("checkpoint_storage") or {}
         searcher = config.get("searcher") or {}
@@ -58,7 +58,8 @@ def _metric_ranks(ckpts: Iterable[CheckpointView], smaller: bool) -> dict[str, i
     return {c.uuid: i + 1 for i, c in enumerate(scored)}
 
 
-def doomed(ckpts: Sequence[CheckpointView], policy: SavePolicy, protected: AbstractSet[str] = frozenset()) -> list[Doomed]:
+def doomed(ckpts: Sequence[CheckpointView], policy: SavePolicy,
+           protected: AbstractSet[str] = frozenset()) -> list[Doomed]:
     """The checkpoints the policy does not keep, each with the sentence that says why."""
     by_trial: dict[int, list[CheckpointView]] = defaultdict(list)
     for c in ckpts:
@@ -79,7 +80,8 @@ def doomed(ckpts: Sequence[CheckpointView], policy: SavePolicy, protected: Abstr
             continue
         metric = (f"searcher metric rank {exp_rank[c.uuid]} in the experiment and {trial_rank[c.uuid]} in trial "
                   f"{c.trial_id}" if c.uuid in exp_rank else "no validation metric")
-        out.append(Doomed(c.uuid, f"{metric}, number {latest_rank[c.uuid]} by steps in its trial: outside save_experiment_best="
+        out.append(Doomed(c.uuid, f"{metric}, number {latest_rank[c.uuid]} by steps in its trial: "
+                                  "outside save_experiment_best="
                                   f"{policy.save_experiment_best}, save_trial_best={policy.save_trial_best}, "
                                   f"save_trial_latest={policy.save_trial_latest}"))
     return out

@@ -319,7 +319,8 @@ def parse_max_slots(text: str) -> int | None:
     return value
 
 
-SETTABLE: dict[str, tuple[str, Callable[[str], object]]] = {  # command -> (v1PatchExperiment resources key, value parser)
+# command -> (v1PatchExperiment resources key, value parser)
+SETTABLE: dict[str, tuple[str, Callable[[str], object]]] = {
     "priority": ("priority", parse_priority),
     "weight": ("weight", parse_weight),
     "max-slots": ("maxSlots", parse_max_slots),

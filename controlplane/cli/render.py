@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -47,7 +47,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
                for filled in ([r[i] for r in cells if r[i]] for i in range(ncols))]
 
     def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)]
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=False)]
         return (" " + " | ".join(parts)).rstrip()
 
     out = [line(list(headers)), "+".join("-" * (w + 2) for w in widths)]
@@ -80,7 +80,7 @@ def parse_time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def format_time(value: Any) -> str:
@@ -88,7 +88,7 @@ def format_time(value: Any) -> str:
     parsed = parse_time(value)
     if parsed is None:
         return "" if value is None else str(value)
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S%z")
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S%z")
 
 
 def format_state(value: Any) -> str:

@@ -128,7 +128,7 @@ def check_entries(entries: Iterable[Entry]) -> None:
                 raise BadContextEntry(e.name, problem, i)
     # Sorted with '/' as the lowest character, every path under `x/` comes right after `x`.
     ordered = sorted(range(len(entries)), key=lambda i: entries[i].name.replace("/", "\x00"))
-    for p, c in zip(ordered, ordered[1:]):
+    for p, c in zip(ordered, ordered[1:], strict=False):
         prev, cur = entries[p], entries[c]
         if cur.name == prev.name:
             raise BadContextEntry(cur.name, "appears twice", max(p, c))

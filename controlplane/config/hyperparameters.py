@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError
@@ -58,7 +58,7 @@ class Categorical:
         return {"type": "categorical", "vals": list(self.vals)}
 
 
-Hparam = Union[Const, IntRange, DoubleRange, LogRange, Categorical, dict]
+Hparam = Const | IntRange | DoubleRange | LogRange | Categorical | dict
 
 
 def _drop_none(d: dict) -> dict:

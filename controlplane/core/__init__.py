@@ -8,8 +8,7 @@
 """
 
 from controlplane.core._checkpoint import CheckpointContext
-from controlplane.core._context import (Context, DistributedContext, InvalidHP, TensorboardMode,
-                                        init)
+from controlplane.core._context import Context, DistributedContext, InvalidHP, TensorboardMode, init
 from controlplane.core._info import ClusterInfo, TrialInfo, get_cluster_info
 from controlplane.core._preempt import PreemptContext, PreemptMode
 from controlplane.core._searcher import SearcherContext, SearcherOperation

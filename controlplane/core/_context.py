@@ -104,7 +104,7 @@ class Context:
         self._shipper = shipper
         self._closed = False
 
-    def __enter__(self) -> "Context":
+    def __enter__(self) -> Context:
         return self
 
     def __exit__(self, typ: type[BaseException] | None, value: BaseException | None,

@@ -16,7 +16,7 @@ import logging
 import numbers
 import queue
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from controlplane.common.floats import encode_nonfinite
@@ -55,7 +55,7 @@ def is_number(value: Any) -> bool:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 class MetricShipper:

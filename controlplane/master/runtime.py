@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from controlplane.master.settings import MasterSettings
 
 if TYPE_CHECKING:
-    from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.autoscaling.service import AutoscalerService
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
+    from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
 

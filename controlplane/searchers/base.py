@@ -56,7 +56,7 @@ class Searcher(ABC):
 
     @classmethod
     @abstractmethod
-    def restore(cls, cfg: "ExperimentConfig", snap: dict) -> "Searcher": ...
+    def restore(cls, cfg: ExperimentConfig, snap: dict) -> Searcher: ...
 
 
 def rng_state(rng: random.Random) -> list:
@@ -78,7 +78,7 @@ def uses_validations(name: str) -> bool:
     return name not in METRIC_BLIND
 
 
-def make_searcher(cfg: "ExperimentConfig") -> Searcher:
+def make_searcher(cfg: ExperimentConfig) -> Searcher:
     from controlplane.searchers.grid import GridSearcher
     from controlplane.searchers.random import RandomSearcher
     from controlplane.searchers.single import SingleSearcher

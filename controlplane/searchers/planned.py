@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class PlannedSearcher(Searcher):
-    def __init__(self, cfg: "ExperimentConfig") -> None:
+    def __init__(self, cfg: ExperimentConfig) -> None:
         self.cfg = cfg
         self.rng = random.Random(cfg.reproducibility.experiment_seed)
         self.created = 0
@@ -71,7 +71,7 @@ class PlannedSearcher(Searcher):
                 "shut_down": self.shut_down, "rng": rng_state(self.rng)}
 
     @classmethod
-    def restore(cls, cfg: "ExperimentConfig", snap: dict) -> "PlannedSearcher":
+    def restore(cls, cfg: ExperimentConfig, snap: dict) -> PlannedSearcher:
         s = cls(cfg)
         s.created = snap["created"]
         s.live = list(snap["live"])

@@ -122,7 +122,7 @@ class Grid:
             index, digit = divmod(index, len(axis))
             values.append(axis[digit])
         point: dict[str, Any] = {}
-        for (path, _), value in zip(self.flat, reversed(values)):
+        for (path, _), value in zip(self.flat, reversed(values), strict=False):
             node = point
             *parents, leaf = path.split(".")
             for p in parents:

@@ -35,7 +35,7 @@ class CheckpointNotFound(StorageError, FileNotFoundError):
 
 
 @contextlib.contextmanager
-def translated(translate: Callable[..., "StorageError | None"], **where: object) -> Iterator[None]:
+def translated(translate: Callable[..., StorageError | None], **where: object) -> Iterator[None]:
     """Raises ``translate(exc, **where)`` for an SDK error inside the block (chained to it); our
     own errors and what ``translate`` does not know (None) go through unchanged."""
     try:

@@ -10,10 +10,10 @@ import json
 import pathlib
 
 import torch
+from model import mlp, spirals
 from torch import nn
 
 from controlplane import core
-from model import mlp, spirals
 
 DEFAULTS = {"lr": 0.05, "hidden": 32, "layers": 2, "dropout": 0.0, "batch_size": 64}
 LENGTH_OFF_CLUSTER = 200  # batches, when no searcher gives the length

@@ -24,7 +24,8 @@ from controlplane.state import allocation as A
 MAX_POLL_S = 60.0
 NO_NUL = r"^[^\x00]*$"
 AllocId = Annotated[str, Parameter(max_length=160, pattern=NO_NUL, description="the allocation's id")]
-Seconds = Annotated[float | None, Parameter(ge=0, le=2**31 - 1, description=f"long-poll up to this (max {MAX_POLL_S:g})")]
+Seconds = Annotated[float | None,
+                    Parameter(ge=0, le=2**31 - 1, description=f"long-poll up to this (max {MAX_POLL_S:g})")]
 Text = Annotated[str, msgspec.Meta(max_length=255, pattern=NO_NUL)]
 
 

@@ -15,11 +15,11 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select
 
+from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
 from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Forbidden, Unauthenticated
-from controlplane.master.runtime import MasterRuntime
-from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
 from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
+from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import token_hash, user_for_token
 from controlplane.master.services.token_cache import TASK_TOKENS, USER_TOKENS
 from controlplane.state import allocation as A

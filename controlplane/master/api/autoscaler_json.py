@@ -41,7 +41,8 @@ def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now
         out.update({
             "minInstances": scaler.scaling.min_instances, "maxInstances": scaler.scaling.max_instances,
             "plan": list(scaler.last_decision.explanation) if scaler.last_decision else [],
-            "blocked": [{"key": b.key, "until": b.until, "reason": b.reason} for b in scaler.blocked if b.until > scaler.last_tick_at],
+            "blocked": [{"key": b.key, "until": b.until, "reason": b.reason}
+                        for b in scaler.blocked if b.until > scaler.last_tick_at],
             "lastErrors": list(scaler.last_errors),
             "backoff": ({"failures": scaler.failures.consecutive_failures, "lastError": scaler.failures.last_error,
                          "nextAttemptAt": scaler.failures.next_attempt_at}

@@ -44,7 +44,8 @@ def _pack(rt, storage_config: dict, uuid: str, work: Path) -> Path:  # noqa: ANN
     return archive
 
 
-@get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", opt=opt(Action.VIEW, "body"), tags=["checkpoints"])
+@get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", opt=opt(Action.VIEW, "body"),
+     tags=["checkpoints"])
 async def download(request: Request, ckpt_uuid: CheckpointUuid) -> File:
     rt = runtime_of(request)
     ckpt, _config, _ = await svc.get_checkpoint(rt, principal_of(request), ckpt_uuid)

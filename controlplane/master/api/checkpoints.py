@@ -13,8 +13,16 @@ from litestar import Request, delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
-from controlplane.master.api.params import (CheckpointUuid, ExperimentId, ListLimit, ListOffset, OrderBy,
-                                            SortByAttr, TrialId, page_limit)
+from controlplane.master.api.params import (
+    CheckpointUuid,
+    ExperimentId,
+    ListLimit,
+    ListOffset,
+    OrderBy,
+    SortByAttr,
+    TrialId,
+    page_limit,
+)
 from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.services import checkpoint_gc as gc

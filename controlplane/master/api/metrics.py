@@ -108,8 +108,8 @@ async def report_validation(request: Request, trial_id: TrialId,
     return {}
 
 
-@get("/api/v1/trials/{trial_id:int}/metrics", operation_id="GetTrialMetrics", opt=opt(Action.VIEW, ("trial", "trial_id")),
-     tags=["trials"])
+@get("/api/v1/trials/{trial_id:int}/metrics", operation_id="GetTrialMetrics",
+     opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def get_metrics(request: Request, trial_id: TrialId, group: GroupQuery = None, limit: Limit = 1000,
                       offset: Offset = 0, cursor: Cursor = None) -> svc.MetricsPage:
     """A page of the trial's reports, in (group, step) order or step order within ``group``;

@@ -13,8 +13,16 @@ from litestar import Request, delete, get, patch, post
 from litestar.params import QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
-from controlplane.master.api.params import (ListLimit, ModelRef, OrderBy, QueryText, SignedOffset, SortBy,
-                                            VersionNumber, page_limit)
+from controlplane.master.api.params import (
+    ListLimit,
+    ModelRef,
+    OrderBy,
+    QueryText,
+    SignedOffset,
+    SortBy,
+    VersionNumber,
+    page_limit,
+)
 from controlplane.master.api.requests import path_int
 from controlplane.master.api.serializers import model_json, model_version_json, pagination
 from controlplane.master.authz import Action, opt

@@ -21,7 +21,8 @@ ListLimit = Annotated[int, Parameter(ge=0, le=MAX_LIST_PAGE,
                                      description=f"rows per page; 0: the largest page ({MAX_LIST_PAGE})")]
 ListOffset = Annotated[int, Parameter(ge=0, le=MAX_INT64, description="rows to skip")]
 # Determined's model lists take a negative offset: that many from the end.
-SignedOffset = Annotated[int, Parameter(ge=-MAX_INT64, le=MAX_INT64, description="rows to skip; negative: from the end")]
+SignedOffset = Annotated[int, Parameter(ge=-MAX_INT64, le=MAX_INT64,
+                                        description="rows to skip; negative: from the end")]
 CheckpointUuid = Annotated[str, Parameter(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z._-]+$",
                                           description="the checkpoint's uuid")]
 TaskId = Annotated[str, Parameter(min_length=1, max_length=128, pattern=r"^[^\x00/]+$", description="the task's id")]

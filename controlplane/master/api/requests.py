@@ -6,7 +6,7 @@ snake_case (reference §0), so bodies are decoded by hand and fields are looked 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -64,7 +64,7 @@ def parse_time(value: Any, name: str) -> datetime | None:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as e:
         raise BadRequest(f"{name}: must be an RFC3339 timestamp, got {value!r}") from e
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 MAX_ID = 2**31 - 1  # ids are 32-bit columns: a larger one is no row, and PostgreSQL refuses it

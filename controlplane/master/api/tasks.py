@@ -16,7 +16,8 @@ from controlplane.master.errors import NotFound
 from controlplane.state import allocation as A
 
 
-@get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory", opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
+@get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory",
+     opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
 async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]:
     require_task(principal_of(request), task_id)
     async with runtime_of(request).sessions() as session:

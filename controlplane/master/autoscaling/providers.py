@@ -9,7 +9,8 @@ Unknown fields are refused with the field's name, before the master starts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from controlplane.config.errors import ConfigError
 from controlplane.master.pools import PoolConfig

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import cast
 
 from sqlalchemy import select
@@ -38,7 +38,7 @@ from controlplane.master.db.models import Allocation, Instance, StateTransition
 from controlplane.master.orchestration import gang
 from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
-from provisioners.base import LaunchRequest, ProvisionerError, Provisioner
+from provisioners.base import LaunchRequest, Provisioner, ProvisionerError
 
 log = logging.getLogger("controlplane.autoscaler")
 MAX_REPLANS = 6  # failovers tried within one tick
@@ -121,8 +121,8 @@ class PoolAutoscaler:
                 self.idle_since.setdefault(conn.agent_id, now)
             agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots)))
             self.agent_seen_at[conn.agent_id] = now
-        views = [InstanceView(i.instance_id, cast(InstanceState, i.state), i.launched_at, i.zone, i.instance_type, i.spot,
-                              i.tags.get("det-launch-request", ""), known=i.instance_id in rows,
+        views = [InstanceView(i.instance_id, cast(InstanceState, i.state), i.launched_at, i.zone, i.instance_type,
+                              i.spot, i.tags.get("det-launch-request", ""), known=i.instance_id in rows,
                               last_agent_seen_at=self._agent_seen(rows.get(i.instance_id)))
                  for i in listed]
         demand = Demand(tuple(g for g in gangs if g > 0))
@@ -199,7 +199,7 @@ class PoolAutoscaler:
                     id=inst.instance_id, pool=self.pool, provider=self.provider, instance_type=inst.instance_type,
                     zone=inst.zone, spot=inst.spot, launch_request_id=req.request_id, state=inst.state,
                     price_per_hour=self.prices.get(inst.instance_type, 0.0),
-                    launched_at=datetime.fromtimestamp(inst.launched_at, timezone.utc), reason=reason))
+                    launched_at=datetime.fromtimestamp(inst.launched_at, UTC), reason=reason))
                 session.add(StateTransition(entity="instance", entity_id=inst.instance_id, from_state=None,
                                             to_state=inst.state, reason=reason, at=utcnow()))
         log.info("pool %s: launched %s (%s)", self.pool, ", ".join(i.instance_id for i in instances), reason)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from controlplane.autoscaler import PoolScaling
 from controlplane.common.aio import wait_for_wake
@@ -58,7 +59,7 @@ def local_agent_command(rt: MasterRuntime) -> Callable[[str, str], list[str]]:
     return command
 
 
-def build(rt: MasterRuntime) -> "AutoscalerService | None":
+def build(rt: MasterRuntime) -> AutoscalerService | None:
     if not any(p.provider for p in rt.settings.pools):
         return None
     from agent_image.boot.render import render_boot_script

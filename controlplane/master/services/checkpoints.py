@@ -7,7 +7,7 @@ roll a resume point back.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -23,7 +23,8 @@ from controlplane.master.services.fields import MAX_INT64, NO_NUL, CheckpointUui
 
 STATES = {"STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED", "STATE_ERROR", "STATE_ACTIVE"}
 RelPath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, pattern=NO_NUL)]
-Size = Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$")] | Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)]
+Size = (Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$")]
+        | Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)])
 Ref = Annotated[str, msgspec.Meta(max_length=160, pattern=NO_NUL)]
 
 
@@ -81,7 +82,7 @@ def _report_time(value: str | None) -> datetime:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as e:
         raise BadRequest(f"reportTime: must be an RFC3339 timestamp, got {value!r}") from e
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _check_names(principal: Principal, data: ReportCheckpointRequest) -> None:

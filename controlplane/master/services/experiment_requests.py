@@ -46,7 +46,8 @@ class PatchResources(msgspec.Struct, rename="camel", kw_only=True):
 
     max_slots: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)] | None | msgspec.UnsetType = msgspec.UNSET
     weight: Annotated[float, msgspec.Meta(gt=0, le=MAX_WEIGHT)] | None = None
-    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None  # 1..99: checked with the pool's scheduler
+    # 1..99: checked with the pool's scheduler
+    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None
 
 
 class PatchCheckpointStorage(msgspec.Struct, rename="camel", kw_only=True):

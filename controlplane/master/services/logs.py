@@ -10,7 +10,7 @@ database, so a line is never lost or refused for them.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated
 
 import msgspec
@@ -82,7 +82,7 @@ async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs
         {
             "task_id": task_id, "trial_id": trial_id, "allocation_id": msg.allocation_id, "agent_id": agent_id,
             "rank_id": line.rank, "stdtype": line.stdtype, "level": line.level or "LOG_LEVEL_INFO",
-            "source": "task", "timestamp": datetime.fromtimestamp(line.timestamp, timezone.utc),
+            "source": "task", "timestamp": datetime.fromtimestamp(line.timestamp, UTC),
             "log": line.message + "\n",
         }
         for line in msg.lines
@@ -149,7 +149,7 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
                 "task_id": task_id, "trial_id": trial_id, "allocation_id": alloc_id,
                 "agent_id": e.agent_id or "", "rank_id": e.rank_id, "stdtype": e.stdtype or "stdout",
                 "level": e.level or "LOG_LEVEL_INFO", "source": e.source or "task",
-                "timestamp": when if when.tzinfo else when.replace(tzinfo=timezone.utc),
+                "timestamp": when if when.tzinfo else when.replace(tzinfo=UTC),
                 "log": e.log if e.log.endswith("\n") else e.log + "\n",
             })
         if task is not None:  # fenced: only the trial's current, live run writes
@@ -164,8 +164,8 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
 
 def format_message(row: TaskLog) -> str:
     """'[ts] <container> [rank=N] || LEVEL: log' as the real master does (reference §2.4)."""
-    ts = row.timestamp if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=timezone.utc)
-    stamp = ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    ts = row.timestamp if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=UTC)
+    stamp = ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     container = (row.allocation_id or "")[-8:].rjust(8)
     text = row.log
     rank = ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -30,8 +30,15 @@ from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import fencing
-from controlplane.master.services.paging import (MAX_INT64, Pagination, decode_cursor, encode_cursor,
-                                                 one_of_offset_or_cursor, page_size, pagination)
+from controlplane.master.services.paging import (
+    MAX_INT64,
+    Pagination,
+    decode_cursor,
+    encode_cursor,
+    one_of_offset_or_cursor,
+    page_size,
+    pagination,
+)
 from controlplane.searchers.base import uses_validations as searcher_uses_validations
 
 MAX_REPORTS_PER_BATCH = 100_000
@@ -121,7 +128,7 @@ def to_report(m: TrialMetrics, group: str, where: str) -> Report:
         raise BadRequest(f"{where}.metrics.batchMetrics: nested deeper than {MAX_VALUE_DEPTH} levels")
     when = m.report_time
     if when is not None and when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return Report(group, m.steps_completed, m.trial_run_id, when, encode_nonfinite(avg),
                   encode_nonfinite(batch) if batch is not None else None)
 
@@ -156,7 +163,8 @@ async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str,
         if config is None:
             raise NotFound(f"trial {trial_id} not found")
         s = config.get("searcher") or {}
-        hit = _searcher_of_trial[trial_id] = (s.get("name", ""), s.get("metric", ""), bool(s.get("smaller_is_better", True)))
+        hit = _searcher_of_trial[trial_id] = (s.get("name", ""), s.get("metric", ""),
+                                              bool(s.get("smaller_is_better", True)))
     return hit
 
 
@@ -184,7 +192,7 @@ async def _insert_rows(session: AsyncSession, trial_id: int, default_run: int, r
     metrics = [_json_text(r.avg_metrics).decode() for r in reports]
     batch = [None if r.batch_metrics is None else _json_text(r.batch_metrics).decode() for r in reports]
     # stored in UTC: SQLite keeps a timestamp's digits and drops its offset
-    times = [now if r.report_time is None else r.report_time.astimezone(timezone.utc) for r in reports]
+    times = [now if r.report_time is None else r.report_time.astimezone(UTC) for r in reports]
     if session.get_bind().dialect.name == "postgresql":
         await session.execute(_PG_INSERT, {"trial_id": trial_id, "runs": runs, "groups": [r.group for r in reports],
                                            "steps": [r.steps_completed for r in reports], "metrics": metrics,
@@ -192,7 +200,7 @@ async def _insert_rows(session: AsyncSession, trial_id: int, default_run: int, r
     else:
         await session.execute(_SQLITE_INSERT, [
             {"trial_id": trial_id, "run": run, "group": r.group, "steps": r.steps_completed, "metrics": m,
-             "batch": b, "at": t} for r, run, m, b, t in zip(reports, runs, metrics, batch, times)])
+             "batch": b, "at": t} for r, run, m, b, t in zip(reports, runs, metrics, batch, times, strict=False)])
 
 
 def _run_id(principal: Principal, reports: list[Report]) -> int:

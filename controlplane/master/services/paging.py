@@ -15,6 +15,7 @@ import binascii
 from typing import Any
 
 import msgspec
+
 from controlplane.master.errors import BadRequest
 
 DEFAULT_PAGE = 1000

@@ -17,8 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import iso
 from controlplane.master.db.models import Checkpoint, Metric, Trial
 from controlplane.master.errors import NotFound
-from controlplane.master.services.paging import (Pagination, decode_cursor, encode_cursor, one_of_offset_or_cursor,
-                                                 page_size, pagination)
+from controlplane.master.services.paging import (
+    Pagination,
+    decode_cursor,
+    encode_cursor,
+    one_of_offset_or_cursor,
+    page_size,
+    pagination,
+)
 
 KINDS = ("training", "validation")  # kinds 0 and 1; checkpoints are kind 2
 _Key = tuple[int, int, int, str]  # (steps, kind, metric id, checkpoint uuid)

@@ -1,11 +1,10 @@
 """initial schema
 
 Revision ID: 0001
-Revises: 
+Revises:
 """
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0001'
 down_revision = None
@@ -195,7 +194,8 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('metrics', schema=None) as batch_op:
-        batch_op.create_index('ix_metrics_trial_group_steps', ['trial_id', 'metric_group', 'steps_completed'], unique=False)
+        batch_op.create_index('ix_metrics_trial_group_steps', ['trial_id', 'metric_group', 'steps_completed'],
+                              unique=False)
 
     # ### end Alembic commands ###
 
