@@ -35,7 +35,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.storage import GCSStorage, ObjectStore, S3Storage, TransferSettings  # noqa: E402
+from controlplane.storage import GCSStorage, S3Storage, TransferSettings  # noqa: E402
 from controlplane.storage.base import directory_resources, local_files  # noqa: E402
 from tests.support.storage_servers import S3_KEYS, gcs_emulator_process, moto_s3_process, unique_bucket  # noqa: E402
 
@@ -112,10 +112,11 @@ def settings() -> TransferSettings:
     part = int(os.environ.get("BENCH_PART_MIB", 0)) * MiB or default.part_size
     return TransferSettings(max_workers=int(os.environ.get("BENCH_WORKERS", 0)) or default.max_workers,
                             part_size=part, multipart_threshold=max(part, default.multipart_threshold),
-                            gcs_chunk_size=int(os.environ.get("BENCH_GCS_CHUNK_MIB", 0)) * MiB or default.gcs_chunk_size)
+                            gcs_chunk_size=(int(os.environ.get("BENCH_GCS_CHUNK_MIB", 0)) * MiB
+                                            or default.gcs_chunk_size))
 
 
-def store(kind: str, bucket: str, endpoint: str) -> ObjectStore:
+def store(kind: str, bucket: str, endpoint: str) -> S3Storage | GCSStorage:
     if kind == "s3":
         return S3Storage(bucket, "bench", endpoint_url=endpoint, **S3_KEYS, transfer=settings())
     return GCSStorage(bucket, "bench", transfer=settings())
@@ -134,7 +135,9 @@ def phase(kind: str, client: str, direction: str, endpoint: str, bucket: str, sr
     else:
         storage.client  # noqa: B018 -- built (and the SDK imported) before timing, as the plain client is
         run = (lambda: storage.upload_dir(src, ckpt)) if direction == "up" else (lambda: storage.download(ckpt, dst))
-    base = int(re.search(r"VmRSS:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
+    rss = re.search(r"VmRSS:\s+(\d+)", Path("/proc/self/status").read_text())
+    assert rss is not None  # Linux always reports it
+    base = int(rss.group(1)) / 1024
     start = time.perf_counter()
     run()
     seconds = time.perf_counter() - start

@@ -13,9 +13,9 @@ import json
 import logging
 import shutil
 import uuid as uuidlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from controlplane.core._info import ClusterInfo
 from controlplane.core._metrics import utc_now
@@ -116,6 +116,7 @@ class CheckpointContext:
                    {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()})
 
     def _post(self, ckpt_uuid: str, metadata: dict, state: str, resources: dict[str, str]) -> None:
+        assert self._session is not None and self._info is not None  # callers post only on the cluster
         trial = self._info.trial
         self._session.post("/api/v1/checkpoints", json={
             "uuid": ckpt_uuid, "taskId": self._info.task_id, "allocationId": self._info.allocation_id,

@@ -53,7 +53,9 @@ def _message(r: requests.Response) -> str:
     except ValueError:
         return r.text.strip()[:500] or r.reason
     if isinstance(body, dict):
-        err = body.get("error") if isinstance(body.get("error"), dict) else {}
+        err = body.get("error")
+        if not isinstance(err, dict):
+            err = {}
         return str(body.get("message") or err.get("message") or err.get("error") or body)[:500]
     return str(body)[:500]
 
@@ -66,7 +68,7 @@ class Session:
         self.http = requests.Session()
         self.http.headers[TOKEN_HEADER] = f"Bearer {token}"
 
-    def clone(self) -> "Session":
+    def clone(self) -> Session:
         """A session with its own connection pool, for use by one other thread."""
         return Session(self.master, self.token, max_wait_s=self.max_wait_s)
 

@@ -28,7 +28,7 @@ def make_client(http: Any = None) -> Any:
 
     ``http`` (a requests.Session) replaces the transport; tests use it to inject faults.
     """
-    from google.cloud import storage
+    import google.cloud.storage as storage
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):  # the client reads the endpoint from this too
         from google.auth.credentials import AnonymousCredentials

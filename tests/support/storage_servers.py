@@ -142,8 +142,8 @@ class GCSBucket:
         self.config = {"type": "gcs", "bucket": self.name}
 
     def client(self) -> Any:
+        import google.cloud.storage as storage
         from google.auth.credentials import AnonymousCredentials
-        from google.cloud import storage
 
         return storage.Client(project="test", credentials=AnonymousCredentials(),
                               client_options={"api_endpoint": self.emulator_url})

@@ -7,6 +7,7 @@ definition) need its owner or an admin; configs in answers are redacted (``seria
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Request, get, post
@@ -34,7 +35,8 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
     return exp, username, trial_ids
 
 
-@post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"], status_code=200)
+@post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
+      status_code=200)
 async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
     user = user_of(request)
     rt = runtime_of(request)
@@ -64,8 +66,8 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
         ids = [e.id for e, _ in rows]
         trials: dict[int, list[int]] = {i: [] for i in ids}
         if ids:
-            for exp_id, tid in (await session.execute(
-                    select(Trial.experiment_id, Trial.id).where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
+            for exp_id, tid in (await session.execute(select(Trial.experiment_id, Trial.id)
+                                                      .where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
                 trials[exp_id].append(tid)
     return {"experiments": [experiment_json(e, u, trials[e.id]) for e, u in rows],
             "pagination": pagination(offset, limit, total or 0, len(rows))}
@@ -93,20 +95,24 @@ async def _validation_summaries(session: AsyncSession, trial_ids: list[int], met
     newest = select(*cols, func.row_number().over(
         partition_by=Metric.trial_id, order_by=(Metric.steps_completed.desc(), Metric.id.desc())).label("rn")
     ).where(Metric.trial_id.in_(trial_ids), Metric.group == "validation").subquery()
-    for tid, steps, metrics, at, _ in (await session.execute(select(newest).where(newest.c.rn == 1))).all():
+    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
+    newest_rows: Sequence[Any] = (await session.execute(select(newest).where(newest.c.rn == 1))).all()
+    for tid, steps, metrics, at, _ in newest_rows:
         latest[tid] = metrics_summary(steps, metrics, at)
     at_best = (select(*cols).join(Trial, and_(Trial.id == Metric.trial_id,
                                               Metric.steps_completed == Trial.best_validation_steps))
                .where(Metric.trial_id.in_(trial_ids), Metric.group == "validation")
                .order_by(Metric.trial_id, Metric.id.desc()))
-    for tid, steps, metrics, at in (await session.execute(at_best)).all():
+    best_rows: Sequence[Any] = (await session.execute(at_best)).all()
+    for tid, steps, metrics, at in best_rows:
         summary = metrics_summary(steps, metrics, at)  # the first run's report at those steps wins
         summary["searcherMetric"] = decode_nonfinite(metrics.get(metric))
         best[tid] = summary
     return best, latest
 
 
-@get("/api/v1/experiments/{exp_id:int}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW), tags=["experiments"])
+@get("/api/v1/experiments/{exp_id:int}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW),
+     tags=["experiments"])
 async def experiment_trials(request: Request, exp_id: ExperimentId, offset: ListOffset = 0,
                             limit: ListLimit = 0) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
@@ -123,7 +129,8 @@ async def experiment_trials(request: Request, exp_id: ExperimentId, offset: List
             "pagination": pagination(offset, limit or len(trials), total or 0, len(trials))}
 
 
-@get("/api/v1/trials/{trial_id:int}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
+@get("/api/v1/trials/{trial_id:int}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")),
+     tags=["trials"])
 async def get_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         trial = await session.get(Trial, trial_id)
@@ -163,7 +170,8 @@ kill = _action("kill", "KillExperiment", "kill")
 cancel = _action("cancel", "CancelExperiment", "kill")
 
 
-@get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN), tags=["experiments"])
+@get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN),
+     tags=["experiments"])
 async def model_def(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
     exp = await owned_experiment(request, exp_id, Action.READ_OWN)
     return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}

@@ -111,7 +111,7 @@ class Orchestrator:
         self._outgoing.append((agent_id, msg))
 
     class _Txn:
-        def __init__(self, orch: "Orchestrator") -> None:
+        def __init__(self, orch: Orchestrator) -> None:
             self.orch = orch
 
         async def __aenter__(self) -> AsyncSession:
@@ -130,7 +130,7 @@ class Orchestrator:
                 self.orch._outgoing = []
                 self.orch.lock.release()
 
-    def transaction(self) -> "_Txn":
+    def transaction(self) -> _Txn:
         return Orchestrator._Txn(self)
 
     # ---- experiments ------------------------------------------------------------------------
@@ -272,6 +272,7 @@ class Orchestrator:
             if trial is None:
                 return
             exp = await session.get(Experiment, trial.experiment_id)
+            assert exp is not None  # a trial's experiment row outlives it (foreign key)
             if E.EXPERIMENT.is_terminal(exp.state):
                 return
             searcher = searcher_runtime.load(exp)
@@ -374,6 +375,7 @@ class Orchestrator:
         if trial is None:
             return
         exp = await session.get(Experiment, trial.experiment_id)
+        assert exp is not None  # a trial's experiment row outlives it (foreign key)
         cfg_max_restarts = int(exp.config.get("max_restarts", 5))
         outcome: str | None = None
         if trial.state == T.STOPPING_KILLED:
@@ -450,7 +452,8 @@ class Orchestrator:
             del self.rt.hub.away_since[agent_id]
             allocs = await self._live_allocations_on(session, agent_id)
             if allocs:
-                log.warning("agent %s stayed away past %.0fs: re-queueing %d allocation(s)", agent_id, wait, len(allocs))
+                log.warning("agent %s stayed away past %.0fs: re-queueing %d allocation(s)",
+                            agent_id, wait, len(allocs))
             for alloc in allocs:
                 await self._allocation_lost(session, alloc, f"agent {agent_id} lost")
 
@@ -514,7 +517,9 @@ class Orchestrator:
         for placement in plan.placements:
             alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
+            assert trial is not None  # a pending allocation's trial and experiment rows exist (foreign keys)
             exp = await session.get(Experiment, trial.experiment_id)
+            assert exp is not None
             owner = await session.scalar(select(User.username).where(User.id == exp.owner_id))
             latest = await lifecycle.latest_checkpoint(session, trial)
             gang.assign(alloc, placement.resources)

@@ -19,11 +19,11 @@ from controlplane.common.timeutil import aware, iso
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
-from controlplane.master.principals import Principal
-from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.snapshot import job_priority
+from controlplane.master.principals import Principal
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
 
@@ -34,7 +34,8 @@ class QueueControl(msgspec.Struct, rename="camel", kw_only=True):
     """Determined's ``v1QueueControl``: one job and exactly one change."""
 
     job_id: JobRef
-    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None  # 1..99: checked with the pool's scheduler
+    # 1..99: checked with the pool's scheduler
+    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None
     weight: Annotated[float, msgspec.Meta(gt=0, le=MAX_WEIGHT)] | None = None
     resource_pool: Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^\x00]*$")] | None = None
     ahead_of: JobRef | None = None
@@ -162,7 +163,7 @@ async def apply_updates(session: AsyncSession, rt: MasterRuntime, principal: Pri
         require_owner(principal, Action.EDIT, exp.owner_id, f"job {update.job_id} (experiment {exp.id})")
         jobs.append(exp)
     to_preempt: list[Allocation] = []
-    for i, (exp, update) in enumerate(zip(jobs, updates)):
+    for i, (exp, update) in enumerate(zip(jobs, updates, strict=False)):
         to_preempt += await apply_update(session, rt, exp, update, f"updates[{i}]")
     return to_preempt
 
@@ -175,7 +176,8 @@ async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, exp: Exp
     rows = [r.exp for r in await job_rows(session, rt, target.resource_pool)
             if r.exp.id != exp.id and job_priority(r.exp, pool.policy if pool else None) == prio]
     index = next(i for i, e in enumerate(rows) if e.id == target.id)
-    neighbour = rows[index - 1] if ahead and index > 0 else rows[index + 1] if not ahead and index + 1 < len(rows) else None
+    neighbour = (rows[index - 1] if ahead and index > 0
+                 else rows[index + 1] if not ahead and index + 1 < len(rows) else None)
     if neighbour is None:
         return target.queue_position - 1.0 if ahead else target.queue_position + 1.0
     return (neighbour.queue_position + target.queue_position) / 2

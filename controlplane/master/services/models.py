@@ -13,7 +13,8 @@ admin (``authz.require_owner``). Request bodies are Determined's shapes, decoded
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 import msgspec
@@ -217,7 +218,7 @@ async def _version_views(session: AsyncSession, mview: ModelView, versions: list
     ckpts = {c.uuid: c for c in (await session.scalars(select(Checkpoint).where(Checkpoint.uuid.in_(uuids)))).all()} \
         if uuids else {}
     exp_ids = {c.experiment_id for c in ckpts.values() if c.experiment_id is not None}
-    configs = dict((await session.execute(select(Experiment.id, Experiment.config).where(
+    configs: dict[int | None, Any] = dict((await session.execute(select(Experiment.id, Experiment.config).where(
         Experiment.id.in_(exp_ids)))).all()) if exp_ids else {}
     names = await _usernames(session, {v.owner_id for v in versions})
     out = []

@@ -8,6 +8,8 @@ validation (in step order) whose searcher metric is strictly better than every e
 """
 import json
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -38,7 +40,8 @@ def upgrade() -> None:
 
 def backfill(conn: sa.Connection) -> None:
     """Sets best_validation_steps of every trial with a searcher metric but no steps recorded."""
-    trials = conn.execute(sa.text(
+    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
+    trials: Sequence[Any] = conn.execute(sa.text(
         "SELECT t.id, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id "
         "WHERE t.searcher_metric_value IS NOT NULL AND t.best_validation_steps IS NULL")).all()
     for trial_id, config in trials:
