@@ -216,6 +216,9 @@ class TaskRunner:
         if owner is not None:  # the task runs as this uid: give it its workdir and info files
             chown_tree(context_dir, *owner)
             chown_tree(task_dir / "info", *owner)
+        # bwrap enters the workdir before the shim drops root, with its capabilities already
+        # dropped: under an agent's umask 077 a 0700 workdir owned by the task is closed to it.
+        os.chmod(context_dir, 0o755)
         return argv, mounts
 
     async def _spawn(self, msg: StartTask, task_dir: Path, handle: TaskHandle) -> asyncio.subprocess.Process | None:
