@@ -21,6 +21,7 @@ from controlplane.master.db.models import User
 from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
 from controlplane.master.principals import AuthedUser, Role
 from controlplane.master.services import auth
+from controlplane.master.services.paging import Pagination
 
 NO_NUL = r"^[^\x00]*$"
 MAX_PAGE = 1000
@@ -87,14 +88,6 @@ class V1User(msgspec.Struct, rename="camel", kw_only=True):
 
 class UserResponse(msgspec.Struct, rename="camel", kw_only=True):
     user: V1User
-
-
-class Pagination(msgspec.Struct, rename="camel", kw_only=True):
-    offset: int
-    limit: int
-    start_index: int
-    end_index: int
-    total: int
 
 
 class UsersResponse(msgspec.Struct, rename="camel", kw_only=True):
