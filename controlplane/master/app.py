@@ -127,6 +127,7 @@ async def stop_runtime(rt: MasterRuntime) -> None:
     if rt.autoscaler is not None:
         await rt.autoscaler.stop()
     await rt.orchestrator.stop()
+    await rt.metric_writer.stop()
     await rt.engine.dispose()
 
 
@@ -157,6 +158,9 @@ def create_app(settings: MasterSettings) -> Litestar:
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
 
     rt.checkpoint_gc = CheckpointGcLoop(rt)
+    from controlplane.master.services.metric_writer import MetricWriter, writers_for
+
+    rt.metric_writer = MetricWriter(rt.sessions, writers=writers_for(engine.dialect.name))
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

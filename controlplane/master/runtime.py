@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
+    from controlplane.master.services.metric_writer import MetricWriter
 
 
 class Notifier:
@@ -52,4 +53,5 @@ class MasterRuntime:
     hub: AgentHub = field(init=False)
     orchestrator: Orchestrator = field(init=False)
     checkpoint_gc: CheckpointGcLoop = field(init=False)
+    metric_writer: MetricWriter = field(init=False)
     autoscaler: AutoscalerService | None = None  # None when no pool has a provider

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 
 from controlplane.master.api.auth_guard import principal_of, require_trial, runtime_of
 from controlplane.master.api.paging_params import Cursor, ExperimentId, Limit, Offset, TrialId
+from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -83,7 +84,7 @@ async def report_metrics(request: Request, trial_id: TrialId, data: svc.ReportTr
 
 
 @post("/api/v1/trials/{trial_id:int}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=REPORT,
-      tags=["trials"], status_code=200)
+      tags=["trials"], status_code=200, dto=TypedBody[svc.ReportBatchRequest], return_dto=None)
 async def report_metrics_batch(request: Request, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, svc.batch_reports(data))
     return {}

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
-from sqlalchemy import DateTime, and_, bindparam, case, func, or_, select, text
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
@@ -30,6 +30,7 @@ from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import fencing
+from controlplane.master.services.metric_writer import RowsFor, TrialUpdate, insert_rows
 from controlplane.master.services.paging import (
     MAX_INT64,
     Pagination,
@@ -93,7 +94,7 @@ class ValidationMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
     validation_metrics: TrialMetrics
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Report:
     group: str
     steps_completed: int
@@ -112,25 +113,48 @@ def _depth_ok(value: Any, depth: int) -> bool:
     return True
 
 
-def to_report(m: TrialMetrics, group: str, where: str) -> Report:
-    """One decoded report, checked beyond its types: values are not objects, validations not null."""
-    avg = m.metrics.avg_metrics
+_SCALARS = (int, str, bool)
+
+
+def _checked_avg(avg: dict[str, Any], group: str, where: str) -> dict[str, Any]:
+    """``avg`` with non-finite floats as strings, after its checks: values are not objects,
+    validations not null, lists not too deep. Plain numbers (nearly every value) take one type
+    test each."""
+    encoded = avg
     for key, value in avg.items():
-        if isinstance(value, dict):
+        kind = type(value)
+        if kind is float:
+            if value - value == 0:  # finite (inf - inf and nan - nan are nan)
+                continue
+        elif kind in _SCALARS:
+            continue
+        elif kind is dict:
             raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a metric value must be a number, string, "
                              "boolean or list, not an object")
-        if value is None and group == "validation":
-            raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a validation metric cannot be null")
-        if not _depth_ok(value, 1):
+        elif value is None:
+            if group == "validation":
+                raise BadRequest(f"{where}.metrics.avgMetrics.{key}: a validation metric cannot be null")
+            continue
+        elif not _depth_ok(value, 1):
             raise BadRequest(f"{where}.metrics.avgMetrics.{key}: nested deeper than {MAX_VALUE_DEPTH} levels")
+        if encoded is avg:
+            encoded = dict(avg)
+        encoded[key] = encode_nonfinite(value)
+    return encoded
+
+
+def to_report(m: TrialMetrics, group: str, where: str) -> Report:
+    """One decoded report, checked beyond its types (see ``_checked_avg``)."""
+    avg = _checked_avg(m.metrics.avg_metrics, group, where)
     batch = m.metrics.batch_metrics
-    if batch is not None and not _depth_ok(batch, 0):
-        raise BadRequest(f"{where}.metrics.batchMetrics: nested deeper than {MAX_VALUE_DEPTH} levels")
+    if batch is not None:
+        if not _depth_ok(batch, 0):
+            raise BadRequest(f"{where}.metrics.batchMetrics: nested deeper than {MAX_VALUE_DEPTH} levels")
+        batch = encode_nonfinite(batch)
     when = m.report_time
     if when is not None and when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return Report(group, m.steps_completed, m.trial_run_id, when, encode_nonfinite(avg),
-                  encode_nonfinite(batch) if batch is not None else None)
+    return Report(group, m.steps_completed, m.trial_run_id, when, avg, batch)
 
 
 def single_report(body: ReportTrialMetricsRequest) -> Report:
@@ -168,39 +192,18 @@ async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str,
     return hit
 
 
-# The insert of a batch: no ORM objects and no per-row SQLAlchemy JSON processing (msgspec encodes
-# each value once); a repeated report (same trial, run, group, step: a retry whose 200 was lost)
-# is skipped by the unique index. PostgreSQL gets the whole batch in one statement as arrays (one
-# round trip and one prepared plan whatever the batch size); SQLite runs one prepared statement
-# over the rows (executemany, in C).
-_COLS = "trial_id, trial_run_id, metric_group, steps_completed, metrics, batch_metrics, report_time"
-_REPORT_KEY = "trial_id, trial_run_id, metric_group, steps_completed"
-_PG_INSERT = text(
-    f"INSERT INTO metrics ({_COLS}) SELECT CAST(:trial_id AS integer), r, g, s, CAST(m AS json), CAST(b AS json), t "
-    "FROM unnest(CAST(:runs AS integer[]), CAST(:groups AS varchar[]), CAST(:steps AS bigint[]), "
-    "CAST(:metrics AS text[]), CAST(:batch AS text[]), CAST(:times AS timestamptz[])) AS u(r, g, s, m, b, t) "
-    f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING")
-_SQLITE_INSERT = text(
-    f"INSERT INTO metrics ({_COLS}) VALUES (:trial_id, :run, :group, :steps, :metrics, :batch, :at) "
-    f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING").bindparams(bindparam("at", type_=DateTime(timezone=True)))
-_json_text = msgspec.json.Encoder().encode
-
-
-async def _insert_rows(session: AsyncSession, trial_id: int, default_run: int, reports: list[Report],
-                       now: datetime) -> None:
-    runs = [default_run if r.trial_run_id is None else r.trial_run_id for r in reports]
-    metrics = [_json_text(r.avg_metrics).decode() for r in reports]
-    batch = [None if r.batch_metrics is None else _json_text(r.batch_metrics).decode() for r in reports]
-    # stored in UTC: SQLite keeps a timestamp's digits and drops its offset
-    times = [now if r.report_time is None else r.report_time.astimezone(UTC) for r in reports]
-    if session.get_bind().dialect.name == "postgresql":
-        await session.execute(_PG_INSERT, {"trial_id": trial_id, "runs": runs, "groups": [r.group for r in reports],
-                                           "steps": [r.steps_completed for r in reports], "metrics": metrics,
-                                           "batch": batch, "times": times})
-    else:
-        await session.execute(_SQLITE_INSERT, [
-            {"trial_id": trial_id, "run": run, "group": r.group, "steps": r.steps_completed, "metrics": m,
-             "batch": b, "at": t} for r, run, m, b, t in zip(reports, runs, metrics, batch, times, strict=False)])
+def _trial_values(update: TrialUpdate) -> dict[str, Any]:
+    """``update`` as the values of a fenced UPDATE of one trial (a user's reports)."""
+    steps = update.max_steps
+    values: dict[str, Any] = {"total_batches": case((Trial.total_batches < steps, steps), else_=Trial.total_batches)}
+    if update.best is not None:
+        best = update.best
+        better = best < Trial.searcher_metric_value if update.smaller_is_better else best > Trial.searcher_metric_value
+        values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
+                                               else_=Trial.searcher_metric_value)
+        values["best_validation_steps"] = case((Trial.searcher_metric_value.is_(None), update.best_steps),
+                                               (better, update.best_steps), else_=Trial.best_validation_steps)
+    return values
 
 
 def _run_id(principal: Principal, reports: list[Report]) -> int:
@@ -232,21 +235,19 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
             value = _searcher_value(r.avg_metrics, metric_name)
             if value is not None:
                 validations.append((value, r.steps_completed))
-    max_steps = max(r.steps_completed for r in reports)
-    values: dict = {"total_batches": case((Trial.total_batches < max_steps, max_steps), else_=Trial.total_batches)}
+    update = TrialUpdate(max_steps=max(r.steps_completed for r in reports), smaller_is_better=smaller)
     if validations:
         # The batch's best, the earliest steps among equals (a later tie does not replace it).
-        best, best_steps = min(validations, key=lambda vs: (vs[0] if smaller else -vs[0], vs[1]))
-        better = best < Trial.searcher_metric_value if smaller else best > Trial.searcher_metric_value
-        values["searcher_metric_value"] = case((Trial.searcher_metric_value.is_(None), best), (better, best),
-                                               else_=Trial.searcher_metric_value)
-        values["best_validation_steps"] = case((Trial.searcher_metric_value.is_(None), best_steps),
-                                               (better, best_steps), else_=Trial.best_validation_steps)
-    async with rt.sessions.begin() as session:
-        # The fenced UPDATE comes first: it computes the new maxima in SQL (no read-modify-write
-        # race between reports) and holds the trial row until the metric rows commit with it.
-        await fencing.update_trial(session, principal, trial_id, values)
-        await _insert_rows(session, trial_id, default_run, reports, now)
+        update.best, update.best_steps = min(validations, key=lambda vs: (vs[0] if smaller else -vs[0], vs[1]))
+    rows = RowsFor(trial_id, default_run, reports)
+    if isinstance(principal, TaskPrincipal):
+        await rt.metric_writer.write(principal, rows, update)  # group commit, fenced by run
+    else:
+        async with rt.sessions.begin() as session:
+            # The fenced UPDATE comes first: it computes the new maxima in SQL (no read-modify-write
+            # race between reports) and holds the trial row until the metric rows commit with it.
+            await fencing.update_trial(session, principal, trial_id, _trial_values(update))
+            await insert_rows(session, [rows], now)
     if validations and searcher_uses_validations(searcher_name):
         for value, steps in validations:
             await rt.orchestrator.validation_reported(trial_id, value, steps)

@@ -73,4 +73,7 @@ class _TTLCache(Generic[V]):
 
 # Values: controlplane.master.principals.AuthedUser / TaskPrincipal (not imported: no cycles).
 USER_TOKENS: _TTLCache = _TTLCache(ttl_s=5.0)
-TASK_TOKENS: _TTLCache = _TTLCache(ttl_s=2.0)
+# A task token is dropped when its allocation ends (orchestration/lifecycle.py, the one path that
+# ends one), and every write re-checks its run inside its transaction (services/fencing.py), so the
+# entry can live long: a hundred trials reporting each second then cost no token lookups.
+TASK_TOKENS: _TTLCache = _TTLCache(ttl_s=60.0)
