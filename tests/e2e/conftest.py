@@ -39,6 +39,15 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def kill_if_alive(pid: int) -> None:
+    """SIGKILL; a process that is already gone (a sandboxed task whose namespace went down with
+    its launcher shell) is what we wanted."""
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+
+
 def processes_mentioning(text: str) -> list[int]:
     found = []
     for p in Path("/proc").iterdir():
@@ -60,8 +69,11 @@ class LocalCluster:
         self.url = f"http://127.0.0.1:{port}"
         self.env = {"DET_MASTER": self.url, "XDG_CONFIG_HOME": str(data_dir / "xdg")}
         self.master_config = data_dir.parent / f"{data_dir.name}-master.yaml"
+        # A preempted trial checkpoints at its next checkpoint boundary (100 batches in the spirals
+        # example); on a loaded machine that can take longer than 30 s, and a trial killed for
+        # ignoring its preemption redoes the batches since its last checkpoint.
         self.master_config.write_text(yaml.safe_dump({"db": {"url": db_url}, "agent_reconnect_wait": "4s",
-                                                      "preemption_timeout": "30s"}))
+                                                      "preemption_timeout": "300s"}))
 
     def up(self) -> subprocess.CompletedProcess:
         return det("deploy", "local", "up", "--port", str(self.port), "--agents", str(self.agents),
@@ -92,4 +104,4 @@ def local_cluster(db_url, tmp_path):
     for c in clusters:
         det("deploy", "local", "down", "--data-dir", str(c.data_dir), env=c.env, check=False, timeout=120)
         for pid in processes_mentioning(str(c.data_dir)):
-            os.kill(pid, 9)
+            kill_if_alive(pid)
