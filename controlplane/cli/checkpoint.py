@@ -72,6 +72,17 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 # ---- download ---------------------------------------------------------------------------------
+REDACTED = "********"  # what the master shows in place of a secret (controlplane/master/redaction.py)
+
+
+def client_storage_config(storage: dict) -> tuple[dict, list[str]]:
+    """The storage config without the secrets the master withheld, and their names: a direct
+    download then uses the SDK's own credential chain (environment, ~/.aws, gcloud) instead of
+    authenticating with the mask itself."""
+    withheld = sorted(k for k, v in storage.items() if v == REDACTED)
+    return {k: v for k, v in storage.items() if k not in withheld}, withheld
+
+
 def _direct(c: dict, dst: Path) -> None:
     from controlplane.storage import from_config
 
@@ -80,6 +91,10 @@ def _direct(c: dict, dst: Path) -> None:
         raise FileNotFoundError("the checkpoint's experiment config names no checkpoint_storage")
     if storage.get("type") == "shared_fs" and not Path(storage.get("host_path", "")).is_dir():
         raise FileNotFoundError(f"{storage.get('host_path')} is not mounted here")
+    storage, withheld = client_storage_config(storage)
+    if withheld:
+        print(f"(the master does not hand out {', '.join(withheld)}; using this machine's own credentials)",
+              file=sys.stderr)
     store = from_config(storage, dst)
     print(f"Downloading checkpoint {c['uuid']} from {_storage_words(storage)} ...", file=sys.stderr)
     store.download(c["uuid"], dst)
