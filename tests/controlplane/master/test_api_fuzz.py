@@ -25,6 +25,10 @@ pytestmark = pytest.mark.e2e
 ST = Path(sys.executable).parent / "st"
 SEED = 20261123
 MAX_EXAMPLES = 25
+# One worker: Python 3.11.7's ast.parse keeps its recursion depth in global state (CPython
+# gh-106905, fixed in 3.11.8), and hypothesis parses lambda sources while describing strategies,
+# so two worker threads parsing at once made the coverage phase fail with "AST constructor
+# recursion depth mismatch" (a CI run on this machine's Python did).
 # Logout would end the fuzzer's own session halfway through the run.
 EXCLUDED = ["Logout"]
 # A followed log stream stays open until its trial ends (by design), so the fuzzer reads logs
@@ -70,7 +74,7 @@ def test_no_5xx_and_answers_match_the_schema(db_url, tmp_path):
         cmd = [str(ST), "--config-file", str(config), "run", f"{master.url}/docs/openapi.json",
                "-H", f"Authorization: Bearer {token}",
                "--checks", "not_a_server_error,response_schema_conformance",
-               "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "2",
+               "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "1",
                "--no-color"]
         for op in EXCLUDED:
             cmd += ["--exclude-operation-id", op]
