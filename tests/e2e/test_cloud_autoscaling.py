@@ -30,7 +30,22 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "
            "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
 IDLE = "5s"
 HELLO = "hello from the cloud"
-SPOT_BATCHES = 3000  # still running when the notice comes (it follows the first checkpoint, at 100)
+SPOT_BATCHES = 3000  # with SLOW_BATCHES, at least 30 s: still running when the notice comes
+# Appended to the spot test's copy of model.py: every training step takes at least 10 ms, so an idle
+# machine cannot finish the trial between its first checkpoint and the agent's next look at the
+# metadata (every 5 s); a loaded one only trains slower, and the cloud waits for the checkpoint.
+SLOW_BATCHES = """
+
+import time as _time
+
+_plain_mlp = mlp
+
+
+def mlp(*args, **kwargs):
+    model = _plain_mlp(*args, **kwargs)
+    model.register_forward_pre_hook(lambda *_: _time.sleep(0.01))
+    return model
+"""
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -310,6 +325,7 @@ def test_ec2_spot_interruption_checkpoints_and_resumes_on_a_new_instance(tmp_pat
     config["resources"] = {"resource_pool": "gpu", "slots_per_trial": 1}
     config["searcher"]["max_length"] = {"batches": SPOT_BATCHES}
     context = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    context["model.py"] += SLOW_BATCHES.encode()
     exp_id = api.create_experiment(config, context)
 
     def running_with_a_checkpoint():  # noqa: ANN202
@@ -327,13 +343,15 @@ def test_ec2_spot_interruption_checkpoints_and_resumes_on_a_new_instance(tmp_pat
     assert [a["id"] for a in api.agents()] == [victim]
     raw = ec2.describe_instances(InstanceIds=[victim])["Reservations"][0]["Instances"][0]
     assert raw.get("InstanceLifecycle") == "spot", raw
-    # The notice appears in the instance metadata; the cloud takes the machine 20 s later
-    # (EC2 gives two minutes).
-    sim.interrupt(victim, terminate_after_s=20)
+    # The notice appears in the instance metadata (EC2 gives two minutes). The cloud takes the
+    # machine once the trial has checkpointed and stopped: how fast a loaded machine trains to its
+    # next checkpoint is not what this test is about, and a reclaim before it is the lost-agent path.
+    sim.interrupt(victim)
 
     try:
-        wait_for(lambda: "preempted at batch" in api.trial_logs(trial["id"]), 60,
+        wait_for(lambda: "preempted at batch" in api.trial_logs(trial["id"]), 120,
                  "the interrupted trial to checkpoint and stop", interval_s=0.5)
+        sim.interrupt(victim, terminate_after_s=0)
         wait_for(lambda: victim in sim.gone(), 60, "the interrupted instance to go")
         replacement = wait_for(lambda: [i for i in sim.live() if i != victim] or None, 90,
                                "a replacement instance to boot")

@@ -10,6 +10,7 @@ import requests
 
 from tests.e2e.conftest import EXAMPLE, pid_alive, processes_mentioning
 from tests.support.cluster import login, wait_for
+from tests.support.processes import descendants
 
 
 def test_random_search_on_two_agents(local_cluster):
@@ -83,7 +84,7 @@ def test_killed_agent_trial_resumes_on_the_other_agent(local_cluster, tmp_path):
     index = int(busy[0].rsplit("-", 1)[1])
     agent_pid = cluster.pids()["agents"][index]
     # Lose the whole "machine": the agent and the trial it runs.
-    victims = [p for p in processes_mentioning(f"local-agent-{index}")]
+    victims = descendants(agent_pid)  # its trial; never by name: other clusters may run here
     os.kill(agent_pid, signal.SIGKILL)
     for pid in victims:
         try:

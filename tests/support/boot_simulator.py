@@ -34,6 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.support.processes import descendants
+
 log = logging.getLogger("boot-simulator")
 BIN = Path(sys.executable).parent
 TAG_CLUSTER = "det-cluster-id"  # provisioners.base.TAG_CLUSTER
@@ -121,29 +123,6 @@ class MetadataServer:
 # -- processes ----------------------------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        out.setdefault(ppid, []).append(int(p.name))
-    return out
-
-
-def _descendants(pid: int) -> list[int]:
-    tree, out, todo = _children(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _marked(value: str, *, prefix: bool = False) -> list[int]:
     """Processes whose environment says they belong to this simulated instance (or, with
     `prefix`, to any instance whose marker starts with `value`)."""
@@ -202,7 +181,7 @@ class SimInstance:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
         for _ in range(3):
-            victims = set(_descendants(self.proc.pid)) | set(_marked(self.marker))
+            victims = set(descendants(self.proc.pid)) | set(_marked(self.marker))
             if self.proc.poll() is None:
                 victims.add(self.proc.pid)
             try:
