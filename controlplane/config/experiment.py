@@ -18,12 +18,15 @@ from controlplane.config.hyperparameters import Hparam, parse_hyperparameters
 from controlplane.config.hyperparameters import to_dict as hparams_to_dict
 from controlplane.config.limits import INT32_MAX, check_plain
 
-SEARCHERS = ("single", "grid", "random")
+SEARCHERS = ("single", "grid", "random", "adaptive_asha", "async_halving")
+ASHA_SEARCHERS = ("adaptive_asha", "async_halving")
+ADAPTIVE_MODES = ("aggressive", "standard", "conservative")
 # Determined keys accepted and kept without interpretation.
 PASSTHROUGH = {"bind_mounts", "data", "debug", "optimizations", "profiling", "records_per_epoch",
                "scheduling_unit", "workspace", "project", "perform_initial_validation", "log_policies",
                "integrations", "preemption_timeout", "internal", "pbs", "slurm",
-               "tensorboard_storage"}
+               "tensorboard_storage", "checkpoint_policy"}
+CHECKPOINT_POLICIES = ("best", "all", "none")  # what the Trial API checkpoints after a validation
 STORAGE_KEYS = {
     "shared_fs": ({"host_path"}, {"storage_path", "container_path", "propagation"}),
     "s3": ({"bucket"}, {"prefix", "endpoint_url", "access_key", "secret_key", "temp_dir"}),
@@ -44,7 +47,26 @@ class SearcherConfig:
     max_length_raw: dict | None = None
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
+    # adaptive_asha and async_halving (Determined's names and defaults)
+    time_metric: str | None = None
+    max_time: int | None = None
+    divisor: float = 4.0
+    max_rungs: int = 5  # adaptive_asha
+    mode: str = "standard"  # adaptive_asha
+    bracket_rungs: list[int] = field(default_factory=list)  # adaptive_asha
+    num_rungs: int | None = None  # async_halving
+    stop_once: bool | None = None  # deprecated in Determined; accepted, every decision is a stop
     extra: dict = field(default_factory=dict)
+
+    def length(self) -> tuple[int, str] | None:
+        """The full training length as (units, unit): ``max_time`` in ``time_metric``, else the
+        older ``max_length`` (as Determined's ``Length()``)."""
+        if self.max_time is not None and self.time_metric is not None:
+            return self.max_time, self.time_metric
+        if self.max_length_raw is not None:
+            unit, units = next(iter(self.max_length_raw.items()))
+            return units, unit
+        return None
 
     def to_dict(self) -> dict:
         length = dict(self.max_length_raw) if self.max_length_raw is not None else None
@@ -54,6 +76,13 @@ class SearcherConfig:
                **self.extra}
         if self.max_trials is not None:
             out["max_trials"] = self.max_trials
+        if self.name in ASHA_SEARCHERS:
+            out.update({"time_metric": self.time_metric, "max_time": self.max_time, "divisor": self.divisor,
+                        "stop_once": self.stop_once})
+            if self.name == "adaptive_asha":
+                out.update({"max_rungs": self.max_rungs, "mode": self.mode, "bracket_rungs": list(self.bracket_rungs)})
+            else:
+                out["num_rungs"] = self.num_rungs
         return out
 
 
@@ -136,11 +165,13 @@ def _searcher(raw: Any) -> SearcherConfig:
         raise ConfigError("searcher.name", f"unsupported searcher {name!r} (supported: {', '.join(SEARCHERS)})")
     known = {"name", "metric", "smaller_is_better", "max_trials", "max_concurrent_trials", "max_length",
              "source_trial_id", "source_checkpoint_uuid"}
+    if name in ASHA_SEARCHERS:
+        known |= ASHA_KEYS[name]
     extra = {k: v for k, v in raw.items() if k not in known and k in {"unit"}}
     f.no_unknown(raw, known | {"unit"}, path)
     cfg = SearcherConfig(name=name, metric=f.string(f.get(raw, "metric", path), "searcher.metric"), extra=extra)
     cfg.smaller_is_better = f.boolean(f.get(raw, "smaller_is_better", path, True), "searcher.smaller_is_better")
-    if name == "random":
+    if name == "random" or name in ASHA_SEARCHERS:
         cfg.max_trials = f.integer(f.get(raw, "max_trials", path), "searcher.max_trials", minimum=1,
                                    maximum=INT32_MAX)
     elif raw.get("max_trials") is not None:
@@ -154,7 +185,61 @@ def _searcher(raw: Any) -> SearcherConfig:
         cfg.source_trial_id = f.integer(raw["source_trial_id"], "searcher.source_trial_id", minimum=1)
     if raw.get("source_checkpoint_uuid") is not None:
         cfg.source_checkpoint_uuid = f.string(raw["source_checkpoint_uuid"], "searcher.source_checkpoint_uuid")
+    if name in ASHA_SEARCHERS:
+        _asha(raw, cfg)
     return cfg
+
+
+ASHA_KEYS = {
+    "adaptive_asha": {"time_metric", "max_time", "divisor", "max_rungs", "mode", "bracket_rungs", "stop_once"},
+    "async_halving": {"time_metric", "max_time", "divisor", "num_rungs", "stop_once"},
+}
+
+
+def _asha(raw: dict, cfg: SearcherConfig) -> None:
+    """adaptive_asha / async_halving: Determined's fields and defaults (schemas/expconf/v0/searcher-*.json).
+
+    The length is ``time_metric`` + ``max_time`` (Determined >= 0.35; 0.38 requires them), or the
+    older ``max_length`` that Determined still parses; one of the two is required."""
+    path = "searcher"
+    if raw.get("time_metric") is not None:
+        cfg.time_metric = f.string(raw["time_metric"], "searcher.time_metric")
+        if not cfg.time_metric:
+            raise ConfigError("searcher.time_metric", "must be a metric name, got ''")
+    if raw.get("max_time") is not None:
+        cfg.max_time = f.integer(raw["max_time"], "searcher.max_time", minimum=1)
+    if cfg.max_time is not None and cfg.time_metric is None:
+        raise ConfigError("searcher.time_metric", f"required with max_time (the validation metric max_time "
+                                                  f"counts, e.g. batches), for the {cfg.name} searcher")
+    if cfg.time_metric is not None and cfg.max_time is None:
+        raise ConfigError("searcher.max_time", f"required with time_metric, for the {cfg.name} searcher")
+    if cfg.max_time is None:
+        if cfg.max_length_raw is None:
+            raise ConfigError("searcher.max_time", f"required (with time_metric; or the older max_length) "
+                                                   f"by the {cfg.name} searcher")
+        if cfg.max_length == 0:
+            raise ConfigError("searcher.max_length", f"must be > 0 for the {cfg.name} searcher")
+    divisor = f.number(f.get(raw, "divisor", path, 4.0), "searcher.divisor")
+    if divisor <= 1:
+        raise ConfigError("searcher.divisor", f"must be > 1, got {divisor}")
+    cfg.divisor = float(divisor)
+    if raw.get("stop_once") is not None:
+        cfg.stop_once = f.boolean(raw["stop_once"], "searcher.stop_once")
+    if cfg.name == "async_halving":
+        cfg.num_rungs = f.integer(f.get(raw, "num_rungs", path), "searcher.num_rungs", minimum=1, maximum=64)
+        return
+    cfg.max_rungs = f.integer(f.get(raw, "max_rungs", path, 5), "searcher.max_rungs", minimum=1, maximum=64)
+    mode = f.string(f.get(raw, "mode", path, "standard"), "searcher.mode")
+    if mode not in ADAPTIVE_MODES:
+        raise ConfigError("searcher.mode", f"must be one of {', '.join(ADAPTIVE_MODES)}, got {mode!r}")
+    cfg.mode = mode
+    rungs = f.get(raw, "bracket_rungs", path, [])
+    if not isinstance(rungs, list):
+        raise ConfigError("searcher.bracket_rungs", f"must be a list of integers, got {rungs!r}")
+    if len(rungs) > 64:
+        raise ConfigError("searcher.bracket_rungs", f"at most 64 brackets, got {len(rungs)}")
+    cfg.bracket_rungs = [f.integer(r, f"searcher.bracket_rungs[{i}]", minimum=1, maximum=64)
+                         for i, r in enumerate(rungs)]
 
 
 def _resources(raw: Any) -> ResourcesConfig:
@@ -224,6 +309,9 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
              "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
              "min_checkpoint_period"}
     f.no_unknown(raw, known | PASSTHROUGH, "")
+    policy = raw.get("checkpoint_policy")
+    if policy is not None and policy not in CHECKPOINT_POLICIES:
+        raise ConfigError("checkpoint_policy", f"must be one of {', '.join(CHECKPOINT_POLICIES)}, got {policy!r}")
     labels = raw.get("labels") or []
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise ConfigError("labels", f"must be a list of strings, got {labels!r}")

@@ -43,7 +43,8 @@ class Searcher(ABC):
     def initial_actions(self) -> list[Action]: ...
 
     @abstractmethod
-    def on_validation(self, request_id: str, metric: float, steps_completed: int) -> list[Action]: ...
+    def on_validation(self, request_id: str, metric: float, steps_completed: int) -> list[Action]:
+        """``steps_completed``: the validation's time step (batches, or an ASHA searcher's time metric)."""
 
     @abstractmethod
     def on_trial_exited(self, request_id: str, outcome: str) -> list[Action]: ...
@@ -79,9 +80,12 @@ def uses_validations(name: str) -> bool:
 
 
 def make_searcher(cfg: ExperimentConfig) -> Searcher:
+    from controlplane.searchers.adaptive_asha import AdaptiveAshaSearcher
+    from controlplane.searchers.asha import AshaSearcher
     from controlplane.searchers.grid import GridSearcher
     from controlplane.searchers.random import RandomSearcher
     from controlplane.searchers.single import SingleSearcher
 
-    kinds: dict[str, Any] = {"single": SingleSearcher, "grid": GridSearcher, "random": RandomSearcher}
+    kinds: dict[str, Any] = {"single": SingleSearcher, "grid": GridSearcher, "random": RandomSearcher,
+                             "adaptive_asha": AdaptiveAshaSearcher, "async_halving": AshaSearcher}
     return kinds[cfg.searcher.name](cfg)

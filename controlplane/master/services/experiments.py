@@ -29,6 +29,7 @@ from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.context import build_archive
 from controlplane.master.settings import MasterSettings
+from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.base import make_searcher
 from controlplane.searchers.sampling import grid_size
 from controlplane.state import experiment as E
@@ -80,6 +81,12 @@ def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
         raise ConfigError("searcher.max_concurrent_trials",
                           f"0 (no limit) would start all {total} trials at once, over the limit of {limit}; "
                           "set a limit")
+    if isinstance(built := make_searcher(cfg), AshaSearcher):
+        first = sum(b.initial() for b in built.brackets)  # counted, not built
+        if first > limit:
+            raise ConfigError("searcher.max_concurrent_trials",
+                              f"{searcher.max_concurrent_trials} would start {first} trials at once, over the "
+                              f"limit of {limit}; set a lower limit")
     try:
         make_searcher(cfg).initial_actions()
     except (ArithmeticError, ValueError, IndexError) as e:

@@ -40,6 +40,7 @@ from controlplane.master.services.paging import (
     page_size,
     pagination,
 )
+from controlplane.searchers import asha
 from controlplane.searchers.base import uses_validations as searcher_uses_validations
 
 MAX_REPORTS_PER_BATCH = 100_000
@@ -175,20 +176,25 @@ def _searcher_value(metrics: dict, name: str) -> float | None:
     return float(value)
 
 
-# trial id -> (searcher name, searcher metric, smaller is better): fixed once the experiment exists.
-_searcher_of_trial: dict[int, tuple[str, str, bool]] = {}
+# (cluster id, trial id) -> (searcher name, searcher metric, smaller is better, time unit): fixed once the
+# experiment exists. Trial ids are per database, hence the cluster id (tests run several masters in a process).
+# Bounded: the oldest entry goes first (a long-lived master sees unboundedly many trials).
+_searcher_of_trial: dict[tuple[str, int], tuple[str, str, bool, str]] = {}
+SEARCHER_CACHE_SIZE = 20_000
 
 
-async def _searcher_settings(session: AsyncSession, trial_id: int) -> tuple[str, str, bool]:
-    hit = _searcher_of_trial.get(trial_id)
+async def _searcher_settings(rt: MasterRuntime, session: AsyncSession, trial_id: int) -> tuple[str, str, bool, str]:
+    hit = _searcher_of_trial.get((rt.cluster_id, trial_id))
     if hit is None:
         config = await session.scalar(select(Experiment.config).join(Trial, Trial.experiment_id == Experiment.id)
                                       .where(Trial.id == trial_id))
         if config is None:
             raise NotFound(f"trial {trial_id} not found")
         s = config.get("searcher") or {}
-        hit = _searcher_of_trial[trial_id] = (s.get("name", ""), s.get("metric", ""),
-                                              bool(s.get("smaller_is_better", True)))
+        hit = (s.get("name", ""), s.get("metric", ""), bool(s.get("smaller_is_better", True)), asha.time_unit(s))
+        while len(_searcher_of_trial) >= SEARCHER_CACHE_SIZE:
+            del _searcher_of_trial[next(iter(_searcher_of_trial))]
+        _searcher_of_trial[(rt.cluster_id, trial_id)] = hit
     return hit
 
 
@@ -224,17 +230,19 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
         return
     now = utcnow()
     default_run = _run_id(principal, reports)
-    settings = _searcher_of_trial.get(trial_id)
+    settings = _searcher_of_trial.get((rt.cluster_id, trial_id))
     if settings is None:
         async with rt.sessions() as session:
-            settings = await _searcher_settings(session, trial_id)
-    searcher_name, metric_name, smaller = settings
+            settings = await _searcher_settings(rt, session, trial_id)
+    searcher_name, metric_name, smaller, time_unit = settings
     validations: list[tuple[float, int]] = []  # (searcher metric value, steps), in report order
+    searcher_times: list[int | None] = []  # each validation's time step in the searcher's unit
     for r in reports:
         if r.group == "validation":
             value = _searcher_value(r.avg_metrics, metric_name)
             if value is not None:
                 validations.append((value, r.steps_completed))
+                searcher_times.append(asha.time_step(time_unit, r.avg_metrics, r.steps_completed))
     update = TrialUpdate(max_steps=max(r.steps_completed for r in reports), smaller_is_better=smaller)
     if validations:
         # The batch's best, the earliest steps among equals (a later tie does not replace it).
@@ -249,8 +257,9 @@ async def store_reports(rt: MasterRuntime, principal: Principal, trial_id: int, 
             await fencing.update_trial(session, principal, trial_id, _trial_values(update))
             await insert_rows(session, [rows], now)
     if validations and searcher_uses_validations(searcher_name):
-        for value, steps in validations:
-            await rt.orchestrator.validation_reported(trial_id, value, steps)
+        for (value, _), time in zip(validations, searcher_times, strict=True):
+            if time is not None:  # an ASHA validation without its time metric decides nothing
+                await rt.orchestrator.validation_reported(trial_id, value, time)
 
 
 # ---- reads -------------------------------------------------------------------------------------

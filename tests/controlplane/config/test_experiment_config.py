@@ -122,8 +122,10 @@ def test_hyperparameter_kinds_and_nesting():
     ({"searcher": {"name": "random", "metric": "loss", "max_trials": "abc"}},
      "searcher.max_trials: must be an integer, got 'abc'"),
     ({"searcher": {"name": "random", "metric": "loss"}}, "searcher.max_trials: required"),
-    ({"searcher": {"name": "adaptive_asha", "metric": "loss"}},
-     "searcher.name: unsupported searcher 'adaptive_asha' (supported: single, grid, random)"),
+    ({"searcher": {"name": "adaptive_asha", "metric": "loss"}}, "searcher.max_trials: required"),
+    ({"searcher": {"name": "sync_halving", "metric": "loss"}},
+     "searcher.name: unsupported searcher 'sync_halving' (supported: single, grid, random, adaptive_asha, "
+     "async_halving)"),
     ({"searcher": {"metric": "loss"}}, "searcher.name: required"),
     ({"searcher": {"name": "single"}}, "searcher.metric: required"),
     ({"searcher": {"name": "single", "metric": "loss", "max_concurrent_trials": -1}},
@@ -155,6 +157,7 @@ def test_hyperparameter_kinds_and_nesting():
     ({"max_restarts": "x"}, "max_restarts: must be an integer, got 'x'"),
     ({"max_restarts": -1}, "max_restarts: must be >= 0, got -1"),
     ({"colour": "blue"}, "colour: unknown field"),
+    ({"checkpoint_policy": "sometimes"}, "checkpoint_policy: must be one of best, all, none, got 'sometimes'"),
     ({"labels": "a"}, "labels: must be a list of strings, got 'a'"),
     ({"reproducibility": {"experiment_seed": -1}}, "reproducibility.experiment_seed: must be >= 0, got -1"),
     ({"checkpoint_storage": {"type": "shared_fs"}}, "checkpoint_storage.host_path: required"),
@@ -173,6 +176,10 @@ def test_hyperparameter_kinds_and_nesting():
 ])
 def test_errors_name_the_field_and_the_rule(over, message):
     assert error(**over) == message
+
+
+def test_checkpoint_policy_is_kept_for_the_trial_api():
+    assert parse(checkpoint_policy="all")["checkpoint_policy"] == "all"
 
 
 def test_determined_keys_are_kept():
