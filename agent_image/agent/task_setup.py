@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -20,6 +21,9 @@ from typing import Any
 from controlplane.wire.agent_protocol import Slot, StartTask
 
 STARTUP_HOOK = "startup-hook.sh"
+SSH_KEY_FILE = "ssh/id_ed25519"
+# Determined's legacy entrypoint, a Trial class as ``module:Class`` (dotted module, identifiers only).
+LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 AGENT_SECRETS = ("DET_AGENT_JOIN_TOKEN",)
 
 
@@ -54,11 +58,32 @@ def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id
     write_private_json(info_dir / "cluster.json", cluster_info(msg, master_url, cluster_id, agent_id))
     if msg.trial_info is not None:
         write_private_json(info_dir / "trial.json", msg.trial_info)
-    write_private_json(
-        info_dir / "rendezvous.json",
-        {"container_addrs": list(msg.container_addrs) or ["127.0.0.1"], "container_rank": msg.rank,
-         "container_slot_counts": list(msg.container_slot_counts) or [len(msg.slot_ids)]},
-    )
+    write_private_json(info_dir / "rendezvous.json", rendezvous_info(msg))
+    if msg.ssh_key:
+        write_private_text(info_dir / SSH_KEY_FILE, msg.ssh_key if msg.ssh_key.endswith("\n") else msg.ssh_key + "\n")
+
+
+def rendezvous_info(msg: StartTask) -> dict[str, Any]:
+    """rendezvous.json: Determined's three keys, plus the ports the master chose for the
+    allocation (``chief_port``, ``dist_ports``, one ``ssh_ports`` entry per container, 0 for the
+    chief) and where the allocation's SSH key is (``ssh_key_file``, relative to the info dir)."""
+    return {
+        "container_addrs": list(msg.container_addrs) or ["127.0.0.1"],
+        "container_rank": msg.rank,
+        "container_slot_counts": list(msg.container_slot_counts) or [len(msg.slot_ids)],
+        "chief_port": msg.chief_port,
+        "dist_ports": list(msg.dist_ports),
+        "ssh_ports": list(msg.ssh_ports),
+        "ssh_key_file": SSH_KEY_FILE if msg.ssh_key else None,
+    }
+
+
+def write_private_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
 
 
 def cuda_visible_devices(slot_ids: list[int], slots: list[Slot]) -> str:
@@ -107,8 +132,19 @@ def build_env(
     return env
 
 
-def build_command(entrypoint: str | list[str], context_dir: Path) -> list[str]:
-    """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one."""
+def legacy_command(trial: str, slots_per_trial: int) -> list[str]:
+    """``entrypoint: model_def:MyTrial``: the Trial harness in one process for one slot, under the
+    torch launcher (one worker per slot of the gang) for more."""
+    if slots_per_trial > 1:
+        return ["python3", "-m", "launchers.torch_distributed", "--trial", trial]
+    return ["python3", "-m", "controlplane.exec.harness", trial]
+
+
+def build_command(entrypoint: str | list[str], context_dir: Path, slots_per_trial: int = 1) -> list[str]:
+    """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one.
+    ``slots_per_trial`` (the whole gang's) picks how a legacy ``module:Class`` entrypoint runs."""
+    if isinstance(entrypoint, str) and LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
+        entrypoint = legacy_command(entrypoint.strip(), slots_per_trial)
     if isinstance(entrypoint, str):
         if (context_dir / STARTUP_HOOK).is_file():
             return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]

@@ -201,7 +201,7 @@ class TaskRunner:
             shutil.rmtree(context_dir)
         safe_extract(tgz, context_dir)
         write_info_files(task_dir / "info", msg, self._master_url, self._cluster_id(), self._agent_id)
-        argv = build_command(msg.entrypoint, context_dir)
+        argv = build_command(msg.entrypoint, context_dir, sum(msg.container_slot_counts) or len(msg.slot_ids))
         if self._sandbox is None:
             return argv, []
         mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True)]

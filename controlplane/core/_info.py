@@ -49,6 +49,13 @@ class ClusterInfo:
     trial: TrialInfo | None = None
     container_addrs: list[str] = field(default_factory=lambda: ["127.0.0.1"])
     container_rank: int = 0
+    # rendezvous.json beyond Determined's keys: the master-chosen ports of the allocation (0 / empty
+    # when the agent did not say) and the allocation's SSH key (a path), read by the launchers.
+    container_slot_counts: list[int] = field(default_factory=list)
+    chief_port: int = 0  # the chief's c10d port (torch.distributed.run --master_port)
+    dist_ports: list[int] = field(default_factory=list)  # DET_DIST_PORTS on the chief
+    ssh_ports: list[int] = field(default_factory=list)  # per container, 0 for the chief
+    ssh_key_file: str | None = None
 
     @property
     def master_cert_file(self) -> None:
@@ -94,6 +101,11 @@ def from_files(info_dir: Path, env: dict[str, str]) -> ClusterInfo | None:
         trial=_trial_from(trial) if trial else _trial_from_env(env),
         container_addrs=list(rendezvous.get("container_addrs") or ["127.0.0.1"]),
         container_rank=int(rendezvous.get("container_rank", 0)),
+        container_slot_counts=[int(n) for n in rendezvous.get("container_slot_counts") or []],
+        chief_port=int(rendezvous.get("chief_port") or 0),
+        dist_ports=[int(p) for p in rendezvous.get("dist_ports") or []],
+        ssh_ports=[int(p) for p in rendezvous.get("ssh_ports") or []],
+        ssh_key_file=(str(info_dir / rendezvous["ssh_key_file"]) if rendezvous.get("ssh_key_file") else None),
     )
 
 

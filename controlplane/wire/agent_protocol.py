@@ -72,6 +72,15 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     rank: int = 0
     container_addrs: list[str] = []
     container_slot_counts: list[int] = []
+    # Ports the master chose for the allocation (master/orchestration/rendezvous.py), unique among
+    # live allocations on each address: the chief's c10d port, two more on the chief for the core
+    # API's collectives (DET_DIST_PORTS), and each container's SSH port (0 for the chief).
+    chief_port: int = 0
+    dist_ports: list[int] = []
+    ssh_ports: list[int] = []
+    # The allocation's SSH key pair (OpenSSH private key) when the gang spans containers: the
+    # DeepSpeed and Horovod launchers start other containers' workers over SSH with it.
+    ssh_key: str = ""
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):

@@ -17,6 +17,8 @@ from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import Conflict, NotFound
+from controlplane.master.orchestration import gang
+from controlplane.master.orchestration import rendezvous as rendezvous_info
 from controlplane.master.principals import Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
@@ -121,11 +123,23 @@ async def accelerator_data(request: Request, alloc_id: AllocId,
      tags=["allocations"])
 async def rendezvous(request: Request, alloc_id: AllocId,
                      resources_id: Annotated[str, Parameter(max_length=255, pattern=NO_NUL)]) -> dict[str, Any]:
+    """Determined's v1RendezvousInfo for one container of the gang (``resources_id`` is its
+    DET_RESOURCES_ID, or its rank): every container's address and slot count and its own rank,
+    plus the ports the master chose for the allocation (``chiefPort``, ``distPorts``, ``sshPorts``).
+    Everything is decided at placement, so the answer needs no wait for the other containers."""
     async with runtime_of(request).sessions() as session:
         alloc = await session.get(Allocation, alloc_id)
     if alloc is None:
         raise NotFound(f"allocation {alloc_id} not found")
-    return {"rendezvousInfo": {"addresses": ["127.0.0.1"], "rank": 0, "slots": [len(alloc.slot_ids or [])]}}
+    if not gang.resources_of(alloc):
+        raise Conflict(f"allocation {alloc_id} is not placed yet (state {alloc.state})")
+    rank = rendezvous_info.rank_of(alloc, resources_id)
+    if rank is None:
+        raise NotFound(f"allocation {alloc_id} has no resources {resources_id!r}")
+    info = rendezvous_info.info(alloc)
+    return {"rendezvousInfo": {"addresses": info["container_addrs"], "rank": rank,
+                               "slots": info["container_slot_counts"], "chiefPort": info["chief_port"],
+                               "distPorts": info["dist_ports"], "sshPorts": info["ssh_ports"]}}
 
 
 ROUTES = [preemption_signal, ack_preemption, accelerator_data, rendezvous]

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
-from controlplane.master.orchestration import gang, lifecycle, searcher_runtime, snapshot
+from controlplane.master.orchestration import gang, lifecycle, rendezvous, searcher_runtime, snapshot
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
@@ -336,6 +336,10 @@ class Orchestrator:
 
     async def _stop_trial(self, session: AsyncSession, trial: Trial) -> None:
         alloc = await lifecycle.live_allocation(session, trial.id)
+        if trial.state == T.QUEUED and alloc is not None and alloc.state == A.ASSIGNED:
+            # Placed, and its process already reported (the searcher stops a trial on its own
+            # validation) before the agent's TaskStarted was handled: it runs, so stop it as running.
+            await self._mark_started(session, alloc, "its process reported before its start was seen")
         if trial.state in (T.QUEUED, T.PAUSED) and (alloc is None or alloc.state == A.PENDING):
             if alloc is not None:
                 lifecycle.end_allocation(session, alloc, "stopped by the searcher before it ran")
@@ -514,6 +518,8 @@ class Orchestrator:
             if alloc is not None:
                 self.request_preemption(alloc, preemption.reason)
         addresses = {c.agent_id: c.address for c in self.rt.hub.connections.values()}
+        used_ports = rendezvous.used_ports(await session.scalars(select(Allocation).where(
+            Allocation.state.in_((A.ASSIGNED, A.RUNNING)))) if plan.placements else ())
         for placement in plan.placements:
             alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
@@ -527,11 +533,17 @@ class Orchestrator:
             token = lifecycle.mint_token(alloc)
             where = ", ".join(f"{agent} slots {list(slots)}" for agent, slots in placement.resources)
             move(session, alloc, A.ASSIGNED, f"placed on {where}")
-            container_addrs = [addresses.get(agent, "127.0.0.1") for agent, _ in placement.resources]
-            slot_counts = [len(slots) for _, slots in placement.resources]
+            rendezvous.assign(alloc, [addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
+                                      for agent, _ in placement.resources], used_ports)
+            gang_info = rendezvous.info(alloc)
+            ssh_key = rendezvous.new_ssh_key() if len(placement.resources) > 1 else ""
             for rank, (agent_id, slots) in enumerate(placement.resources):
                 msg = start_message(exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
                                     self.rt.settings.kill_grace_s)
                 msg.slot_ids = list(slots)
-                msg.rank, msg.container_addrs, msg.container_slot_counts = rank, container_addrs, slot_counts
+                msg.env["DET_RESOURCES_ID"] = rendezvous.resources_id(alloc.id, rank)
+                msg.rank, msg.container_addrs = rank, gang_info["container_addrs"]
+                msg.container_slot_counts = gang_info["container_slot_counts"]
+                msg.chief_port, msg.dist_ports = gang_info["chief_port"], gang_info["dist_ports"]
+                msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
                 self._send_after_commit(agent_id, msg)

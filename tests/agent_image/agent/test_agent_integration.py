@@ -109,7 +109,8 @@ async def test_register_run_logs_and_exit(master: FakeMaster, start_agent: Agent
     assert cluster["latest_checkpoint"] is None and cluster["task_type"] == "TRIAL"
     assert info["trial"] == {"trial_id": 7, "experiment_id": 3}
     rdv = info["rendezvous"]
-    assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2]}
+    assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2],
+                   "chief_port": 0, "dist_ports": [], "ssh_ports": [], "ssh_key_file": None}
     assert "mode 0o600" in by_msg
     # the task directory goes once the allocation has ended; its logs reached the master first
     task_dir = tmp_path / "work" / "tasks" / "a1"
@@ -145,17 +146,19 @@ async def test_kill_task_within_grace_and_escalation(master: FakeMaster, start_a
     await master.wait_until(lambda: len(master.of_type(TaskStarted)) == 2)
     # k2 ignores SIGTERM only once its trap is set: kill it after that, not before
     await master.wait_until(lambda: "trapped" in [ln.message for ln in lines_of(master, "k2")])
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    await master.send(KillTask(allocation_id="k1", grace_seconds=5))
+    # k1 obeys SIGTERM, so its long grace never runs out: its exit code says SIGTERM ended it
+    # (an escalation would say SIGKILL). k2 ignores SIGTERM and is escalated after its 1 s grace.
+    # The exit codes prove the order of events; no clock is read, so a loaded machine cannot fail it.
+    await master.send(KillTask(allocation_id="k1", grace_seconds=120))
     await master.send(KillTask(allocation_id="k2", grace_seconds=1))
-    e1 = await master.wait_until(lambda: exited(master, "k1"), timeout=8)
-    e2 = await master.wait_until(lambda: exited(master, "k2"), timeout=8)
-    assert loop.time() - t0 < 5
+    e1 = await master.wait_until(lambda: exited(master, "k1"), timeout=60)
+    e2 = await master.wait_until(lambda: exited(master, "k2"), timeout=60)
     assert e1.reason == "killed" and e1.exit_code == 128 + signal.SIGTERM
     assert e2.reason == "killed" and e2.exit_code == 128 + signal.SIGKILL
+    # The leftovers of each group got SIGKILL when their leader exited; the kernel takes a moment
+    # to finish them on a busy machine.
     for s in master.of_type(TaskStarted):
-        assert group_alive(s.pid) == []
+        await master.wait_until(lambda pid=s.pid: group_alive(pid) == [], timeout=30)
 
 
 async def test_bad_token_exits_with_2(master: FakeMaster, start_agent: AgentFactory) -> None:

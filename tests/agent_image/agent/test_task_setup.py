@@ -74,3 +74,38 @@ def test_info_files(tmp_path: Path) -> None:
 
 def test_exit_code_of_signals() -> None:
     assert exit_code_of(3) == 3 and exit_code_of(-15) == 143 and exit_code_of(-9) == 137
+
+
+def test_rendezvous_file_carries_the_masters_ports_and_the_ssh_key(tmp_path: Path) -> None:
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----"
+    m = msg(rank=1, container_addrs=["10.0.0.1", "10.0.0.2"], container_slot_counts=[2, 2], chief_port=21000,
+            dist_ports=[21001, 21002], ssh_ports=[0, 21003], ssh_key=key)
+    write_info_files(tmp_path / "info", m, "http://m", "c", "ag")
+    assert json.loads((tmp_path / "info/rendezvous.json").read_text()) == {
+        "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2],
+        "chief_port": 21000, "dist_ports": [21001, 21002], "ssh_ports": [0, 21003],
+        "ssh_key_file": "ssh/id_ed25519"}
+    key_file = tmp_path / "info/ssh/id_ed25519"
+    assert key_file.read_text() == key + "\n" and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    write_info_files(tmp_path / "single", msg(), "http://m", "c", "ag")
+    assert json.loads((tmp_path / "single/rendezvous.json").read_text())["ssh_key_file"] is None
+    assert not (tmp_path / "single/ssh").exists()
+
+
+def test_legacy_trial_entrypoint_runs_the_harness_or_the_torch_launcher(tmp_path: Path) -> None:
+    harness = ["python3", "-m", "controlplane.exec.harness", "model_def:MyTrial"]
+    assert build_command("model_def:MyTrial", tmp_path) == harness
+    assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=1) == harness
+    assert build_command(" pkg.model_def:MyTrial ", tmp_path, slots_per_trial=0) == [
+        "python3", "-m", "controlplane.exec.harness", "pkg.model_def:MyTrial"]
+    assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=4) == [
+        "python3", "-m", "launchers.torch_distributed", "--trial", "model_def:MyTrial"]
+    # Anything else is a shell command, as before.
+    for command in ("python3 train.py", "echo a:b", "model_def:My Trial", "model-def:MyTrial", "a:b:c", "./x:Y",
+                    "model_def:", ":MyTrial", "1model:MyTrial"):
+        assert build_command(command, tmp_path, slots_per_trial=4) == ["sh", "-c", command], command
+    assert build_command(["model_def:MyTrial"], tmp_path) == ["model_def:MyTrial"]  # a list is exec'd as is
+    (tmp_path / "startup-hook.sh").write_text("export X=1\n")
+    assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=2) == [
+        "bash", "-c",
+        "source ./startup-hook.sh && exec python3 -m launchers.torch_distributed --trial model_def:MyTrial"]

@@ -34,8 +34,11 @@ CONFIG = {
 async def api(db_url, tmp_path):
     """The app, its runtime and the test share one event loop (the orchestrator's lock and
     queues are loop-bound), so the runtime is started here rather than by a test client."""
+    # A fake agent's trial exits when its test says so, which on a loaded machine can be seconds
+    # after a pause or a searcher's Stop: the preemption timeout must not fire in between (its
+    # kill would come out of next_message instead of the message the test waits for).
     settings = MasterSettings(data_dir=tmp_path / "master", db_url=db_url, join_token=JOIN_TOKEN,
-                              agent_reconnect_wait_s=1.0, preemption_timeout_s=2.0)
+                              agent_reconnect_wait_s=1.0, preemption_timeout_s=600.0)
     app = create_app(settings)
     rt = app.state.runtime
     await start_runtime(rt)

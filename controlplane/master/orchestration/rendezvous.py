@@ -1,0 +1,121 @@
+"""How the containers of a gang find each other: addresses, ports and an SSH key per allocation.
+
+At placement every rank's entry of ``Allocation.resources`` gets the address other ranks reach it
+at and the ports it will listen on, chosen by the master:
+
+- the chief (rank 0): ``c10d`` (torch.distributed's store, DeepSpeed's ``master_port``) and two
+  ``dist`` ports for the core API's own collectives (``DET_DIST_PORTS``);
+- every other rank: one ``ssh`` port, where its launcher serves SSH for DeepSpeed and Horovod.
+
+Ports are unique among the live allocations (ASSIGNED or RUNNING) on the same address, so several
+agents on one host (tests run them all on 127.0.0.1) never hand out the same port twice. They are
+kept in the allocation's row (a JSON column, no migration): the database is the truth, a master
+restart re-reads them and never reassigns a live allocation's ports. The search starts at an offset
+hashed from the allocation id, so two masters sharing a machine rarely pick the same ports either.
+The range stays below Linux's ephemeral ports (32768-60999), which outgoing connections take.
+
+The SSH key pair is made per allocation and travels only in the gang's ``StartTask`` messages
+(like the session token); it is not stored.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+from controlplane.master.db.models import Allocation
+from controlplane.master.orchestration import gang
+
+PORT_LOW = 20000
+PORT_HIGH = 32000  # exclusive
+DEFAULT_ADDRESS = "127.0.0.1"
+
+
+def ports_of(entry: dict) -> list[int]:
+    ports = entry.get("ports") or {}
+    out = [ports["c10d"]] if ports.get("c10d") else []
+    out += [p for p in ports.get("dist") or [] if p]
+    if ports.get("ssh"):
+        out.append(ports["ssh"])
+    return out
+
+
+def used_ports(allocs: Iterable[Allocation]) -> dict[str, set[int]]:
+    """address -> ports held by these (live) allocations."""
+    used: dict[str, set[int]] = {}
+    for alloc in allocs:
+        for entry in gang.resources_of(alloc):
+            if entry.get("address"):
+                used.setdefault(entry["address"], set()).update(ports_of(entry))
+    return used
+
+
+class _Picker:
+    def __init__(self, alloc_id: str, used: dict[str, set[int]]) -> None:
+        self.next = PORT_LOW + zlib.crc32(alloc_id.encode()) % (PORT_HIGH - PORT_LOW)
+        self.used = used
+
+    def take(self, address: str) -> int:
+        taken = self.used.setdefault(address, set())
+        for _ in range(PORT_HIGH - PORT_LOW):
+            port, self.next = self.next, self.next + 1
+            if self.next >= PORT_HIGH:
+                self.next = PORT_LOW
+            if port not in taken:
+                taken.add(port)
+                return port
+        raise RuntimeError(f"no free port left in {PORT_LOW}-{PORT_HIGH - 1} on {address}")
+
+
+def assign(alloc: Allocation, addresses: list[str], used: dict[str, set[int]]) -> None:
+    """Record each rank's address and ports in ``alloc.resources`` (placed by ``gang.assign``);
+    ``used`` (address -> ports of live allocations) gains the new ones."""
+    picker = _Picker(alloc.id, used)
+    resources = [dict(r) for r in gang.resources_of(alloc)]
+    for entry in resources:
+        rank = entry["rank"]
+        address = addresses[rank] if rank < len(addresses) else DEFAULT_ADDRESS
+        entry["address"] = address
+        if rank == 0:
+            entry["ports"] = {"c10d": picker.take(address), "dist": [picker.take(address), picker.take(address)]}
+        else:
+            entry["ports"] = {"ssh": picker.take(address)}
+    alloc.resources = resources
+
+
+def resources_id(alloc_id: str, rank: int) -> str:
+    """DET_RESOURCES_ID of one container: the allocation id for the chief (as before gangs), then
+    ``<allocation id>.<rank>``."""
+    return alloc_id if rank == 0 else f"{alloc_id}.{rank}"
+
+
+def info(alloc: Allocation) -> dict[str, Any]:
+    """What every container of the gang is told (the StartTask fields and rendezvous.json)."""
+    resources = sorted(gang.resources_of(alloc), key=lambda r: r["rank"])
+    chief = (resources[0].get("ports") or {}) if resources else {}
+    return {
+        "container_addrs": [r.get("address") or DEFAULT_ADDRESS for r in resources],
+        "container_slot_counts": [len(r.get("slot_ids") or []) for r in resources],
+        "chief_port": int(chief.get("c10d") or 0),
+        "dist_ports": [int(p) for p in chief.get("dist") or []],
+        "ssh_ports": [int((r.get("ports") or {}).get("ssh") or 0) for r in resources],
+    }
+
+
+def rank_of(alloc: Allocation, rid: str) -> int | None:
+    """The container rank a DET_RESOURCES_ID names (its rank number is accepted too)."""
+    for entry in gang.resources_of(alloc):
+        rank = int(entry["rank"])
+        if rid in (resources_id(alloc.id, rank), str(rank)):
+            return rank
+    return None
+
+
+def new_ssh_key() -> str:
+    """A fresh Ed25519 private key in OpenSSH format (the public key is derived from it)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()
