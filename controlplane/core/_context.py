@@ -10,13 +10,12 @@ from __future__ import annotations
 import enum
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from controlplane.core import storage as storage_mod
 from controlplane.core._checkpoint import CheckpointContext
+from controlplane.core._distributed import DistributedContext
 from controlplane.core._info import ClusterInfo, get_cluster_info
 from controlplane.core._metrics import MetricShipper
 from controlplane.core._preempt import PreemptContext, PreemptMode
@@ -40,66 +39,18 @@ class TensorboardMode(enum.Enum):
     MANUAL = "MANUAL"
 
 
-@dataclass(frozen=True)
-class DistributedContext:
-    """One process per trial in this version: rank 0 of 1."""
-
-    rank: int = 0
-    size: int = 1
-    local_rank: int = 0
-    local_size: int = 1
-    cross_rank: int = 0
-    cross_size: int = 1
-
-    def get_rank(self) -> int:
-        return self.rank
-
-    def get_size(self) -> int:
-        return self.size
-
-    def get_local_rank(self) -> int:
-        return self.local_rank
-
-    def get_local_size(self) -> int:
-        return self.local_size
-
-    def get_cross_rank(self) -> int:
-        return self.cross_rank
-
-    def get_cross_size(self) -> int:
-        return self.cross_size
-
-    def broadcast(self, obj: Any) -> Any:
-        return obj
-
-    def broadcast_local(self, obj: Any) -> Any:
-        return obj
-
-    def allgather(self, obj: Any) -> list:
-        return [obj]
-
-    def allgather_local(self, obj: Any) -> list:
-        return [obj]
-
-    def gather(self, obj: Any) -> list:
-        return [obj]
-
-    def gather_local(self, obj: Any) -> list:
-        return [obj]
-
-
 class Context:
     """What ``core.init()`` returns: ``.info .train .checkpoint .searcher .preempt .distributed``."""
 
     def __init__(self, info: ClusterInfo | None, checkpoint: CheckpointContext, train: TrainContext,
                  searcher: SearcherContext, preempt: PreemptContext, session: Session | None,
-                 shipper: MetricShipper | None) -> None:
+                 shipper: MetricShipper | None, distributed: DistributedContext | None = None) -> None:
         self.info = info
         self.checkpoint = checkpoint
         self.train = train
         self.searcher = searcher
         self.preempt = preempt
-        self.distributed = DistributedContext()
+        self.distributed = distributed if distributed is not None else DistributedContext()
         self._session = session
         self._shipper = shipper
         self._closed = False
@@ -132,16 +83,18 @@ class Context:
             if self._shipper is not None:
                 self._shipper.close()
         finally:
+            self.distributed.close()
             if self._session is not None:
                 self._session.close()
 
 
 def _off_cluster(info: ClusterInfo | None, storage: storage_mod.StorageManager, length: int | None,
-                 preempt: PreemptContext) -> Context:
+                 preempt: PreemptContext, dist: DistributedContext) -> Context:
     reason = ("off the cluster there is no searcher: pass core.init(max_length_off_cluster=N) to train N steps"
               if info is None else f"a {info.task_type} task has no searcher")
-    return Context(info, CheckpointContext(storage, None, None), TrainContext(None, None, None, None),
-                   SearcherContext(length, None, None, missing_reason=reason), preempt, None, None)
+    return Context(info, CheckpointContext(storage, None, None, dist=dist),
+                   TrainContext(None, None, None, None, is_chief=dist.rank == 0),
+                   SearcherContext(length, None, None, missing_reason=reason, dist=dist), preempt, None, None, dist)
 
 
 def _in_container() -> bool:
@@ -150,47 +103,71 @@ def _in_container() -> bool:
     return os.environ.get("DET_RESOURCES_TYPE", "local-process") not in ("", "local-process")
 
 
+def _check_distributed(distributed: DistributedContext | None, info: ClusterInfo | None) -> DistributedContext:
+    if distributed is not None:
+        if not isinstance(distributed, DistributedContext):
+            raise TypeError(f"distributed must be a core.DistributedContext, got {type(distributed).__name__}")
+        return distributed
+    if info is not None and info.trial is not None and (len(info.container_addrs) > 1 or len(info.slot_ids) > 1):
+        world = os.environ.get("WORLD_SIZE")
+        hint = ("core.init(distributed=core.DistributedContext.from_torch_distributed())" if world and world != "1"
+                else "a launcher such as python3 -m launchers.torch_distributed, and pass "
+                     "core.init(distributed=core.DistributedContext.from_torch_distributed())")
+        raise ValueError(f"this trial has {len(info.slot_ids)} slots on {len(info.container_addrs)} container(s): "
+                         f"a multi-slot task needs a DistributedContext; use {hint}")
+    return DistributedContext()
+
+
 def init(*, max_length_off_cluster: int | None = None, max_length: int | None = None,
          checkpoint_dir: str | Path = "checkpoints", checkpoint_storage: str | dict | None = None,
-         distributed: Any = None, preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+         distributed: DistributedContext | None = None, preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
          tensorboard_mode: TensorboardMode = TensorboardMode.AUTO) -> Context:
     """The core context. On the cluster: the task's info, metrics to the master, checkpoints to
     the experiment's ``checkpoint_storage`` (or ``checkpoint_storage=`` given here). Off it:
     metrics printed, checkpoints in ``checkpoint_dir`` (./checkpoints), and
-    ``searcher.operations()`` yields one op of ``max_length_off_cluster`` (alias ``max_length``)."""
-    if distributed is not None and getattr(distributed, "size", 1) > 1:
-        raise NotImplementedError("this version runs one process per trial: distributed size must be 1")
+    ``searcher.operations()`` yields one op of ``max_length_off_cluster`` (alias ``max_length``).
+
+    ``distributed``: required for a multi-slot trial (``DistributedContext.from_torch_distributed()``
+    under the torch launcher). Only its chief reports metrics, progress and checkpoints."""
     local_dir = Path(checkpoint_dir).resolve()
     info = get_cluster_info()
+    dist = _check_distributed(distributed, info)
     if info is None:
         storage = storage_mod.from_config(checkpoint_storage, local_dir)
-        return _off_cluster(None, storage, max_length_off_cluster or max_length, PreemptContext(None, None))
+        return _off_cluster(None, storage, max_length_off_cluster or max_length,
+                            PreemptContext(None, None, dist, preempt_mode), dist)
     session = Session(info.master_url, info.session_token)
     trial = info.trial
     if trial is None:  # a non-TRIAL task: real preemption, nothing else to report
         storage = storage_mod.from_config(checkpoint_storage, local_dir, in_container=_in_container())
-        return _off_cluster(info, storage, None, PreemptContext(session, info.allocation_id))
+        return _off_cluster(info, storage, None, PreemptContext(session, info.allocation_id, dist, preempt_mode), dist)
 
     cfg_storage = trial.config.get("checkpoint_storage")
+    chief = dist.rank == 0
     storage_id = None
-    try:
-        started = session.post("/api/v1/runs/start", json={"runId": trial.trial_id, "checkpointStorage": cfg_storage})
-        body = started.json() if started.content else {}
-        storage_id = body.get("storageId") if isinstance(body, dict) else None
-    except MasterError as e:
-        if e.status != 404:
-            session.close()
-            raise
+    if chief:
+        try:
+            started = session.post("/api/v1/runs/start", json={"runId": trial.trial_id,
+                                                               "checkpointStorage": cfg_storage})
+            body = started.json() if started.content else {}
+            storage_id = body.get("storageId") if isinstance(body, dict) else None
+        except MasterError as e:
+            if e.status != 404:
+                session.close()
+                dist.broadcast(None)
+                raise
+    storage_id = dist.broadcast(storage_id)
     storage = storage_mod.from_config(checkpoint_storage or cfg_storage, local_dir, in_container=_in_container())
-    preempt = PreemptContext(session, info.allocation_id)
-    shipper = MetricShipper(session.clone(), trial.trial_id)
+    preempt = PreemptContext(session, info.allocation_id, dist, preempt_mode)
+    shipper = MetricShipper(session.clone(), trial.trial_id) if chief else None
     length = max_length_of(trial.config)
     return Context(
         info,
-        CheckpointContext(storage, session, info, before_report=shipper.flush, storage_id=storage_id),
-        TrainContext(shipper, session, trial.trial_id, trial.experiment_id, trial.trial_run_id),
+        CheckpointContext(storage, session, info, before_report=shipper.flush if shipper else lambda: None,
+                          storage_id=storage_id, dist=dist),
+        TrainContext(shipper, session, trial.trial_id, trial.experiment_id, trial.trial_run_id, is_chief=chief),
         SearcherContext(length[0] if length else None, session, trial.trial_id, unit=length[1] if length else "",
                         missing_reason="searcher.max_length is not set in the experiment config, so there is "
-                                       "no searcher operation to train for"),
-        preempt, session, shipper,
+                                       "no searcher operation to train for", dist=dist),
+        preempt, session, shipper, dist,
     )

@@ -5,6 +5,11 @@ A daemon thread long-polls ``GET /api/v1/allocations/{id}/signals/preemption`` (
 ``should_preempt()`` is a cheap read of the latest answer. The first True it returns is
 acknowledged (``POST .../signals/ack_preemption``, no body) as Determined's auto-ack does, which
 turns the exit that follows into "preempted, resume later" rather than "done".
+
+With several workers (``PreemptMode.WorkersAskChief``, the default) only the chief polls; every
+worker calls ``should_preempt()`` in step and gets the chief's answer by broadcast, so all of them
+stop at the same batch. ``ChiefOnly``: only the chief may call it. ``WorkersAskMaster``: each
+worker polls the master itself.
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ import enum
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from controlplane.core._session import MasterError, Session
+
+if TYPE_CHECKING:
+    from controlplane.core._distributed import DistributedContext
 
 log = logging.getLogger("controlplane.core")
 POLL_S = 60
@@ -23,7 +32,7 @@ MIN_INTERVAL_S = 1.0  # a master that answers at once (allocation gone) must not
 
 
 class PreemptMode(enum.Enum):
-    """Accepted for compatibility; with one process per trial every mode behaves the same."""
+    """Who asks the master, and who may call ``should_preempt()`` (see the module docstring)."""
 
     WorkersAskChief = "WORKERS_ASK_CHIEF"
     ChiefOnly = "CHIEF_ONLY"
@@ -31,14 +40,20 @@ class PreemptMode(enum.Enum):
 
 
 class PreemptContext:
-    def __init__(self, session: Session | None, allocation_id: str | None) -> None:
+    def __init__(self, session: Session | None, allocation_id: str | None, dist: DistributedContext | None = None,
+                 preempt_mode: PreemptMode = PreemptMode.WorkersAskChief) -> None:
         self._session = session
         self._path = f"/api/v1/allocations/{allocation_id}/signals"
+        self._dist = dist
+        self._mode = PreemptMode(preempt_mode)
+        self._rank = dist.rank if dist is not None else 0
+        self._size = dist.size if dist is not None else 1
+        self._asks_master = self._rank == 0 or self._mode == PreemptMode.WorkersAskMaster
         self._preempt = False
         self._acked = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if session is not None and allocation_id:
+        if session is not None and allocation_id and self._asks_master:
             self._preempt = self._poll(session, 0)
             self._thread = threading.Thread(target=self._run, args=(session.clone(),), name="preemption-watcher",
                                             daemon=True)
@@ -65,13 +80,23 @@ class PreemptContext:
             session.close()
 
     def should_preempt(self, auto_ack: bool = True) -> bool:
-        """The latest answer of the master; True stays True."""
-        if self._preempt and auto_ack and not self._acked:
+        """The latest answer of the master; True stays True. Under ``WorkersAskChief`` every worker
+        must call this in step (it is a broadcast from the chief)."""
+        if not self._asks_master:
+            if self._mode == PreemptMode.ChiefOnly:
+                raise RuntimeError("PreemptContext was configured with preempt_mode=ChiefOnly but "
+                                   f".should_preempt() was called from non-chief worker of rank={self._rank}")
+            assert self._dist is not None
+            return bool(self._dist.broadcast(None))
+        out = self._preempt
+        if out and auto_ack and not self._acked:
             self.acknowledge_preemption_signal()
-        return self._preempt
+        if self._mode == PreemptMode.WorkersAskChief and self._dist is not None and self._size > 1:
+            self._dist.broadcast(out)
+        return out
 
     def acknowledge_preemption_signal(self) -> None:
-        if self._acked or self._session is None:
+        if self._acked or self._session is None or not self._asks_master:
             return
         self._session.post(f"{self._path}/ack_preemption")
         self._acked = True

@@ -2,6 +2,9 @@
 
 On the cluster reports go through the batching :class:`MetricShipper`; off it each report is
 printed as one line (``[metrics] validation step=100 loss=0.12``) so a laptop run shows them.
+
+With several workers only the chief reports: the other workers' metric and progress reports are
+checked the same way and then dropped (the chief reports the trial's numbers once).
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ def _check_steps(steps_completed: Any) -> int:
 
 class TrainContext:
     def __init__(self, shipper: MetricShipper | None, session: Session | None, trial_id: int | None,
-                 experiment_id: int | None, trial_run_id: int = 0) -> None:
+                 experiment_id: int | None, trial_run_id: int = 0, *, is_chief: bool = True) -> None:
         self._shipper = shipper
         self._session = session
         self._trial_id = trial_id
         self._experiment_id = experiment_id
         self._run_id = trial_run_id
+        self._is_chief = is_chief
 
     def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any],
                        batch_metrics: list | None = None) -> None:
@@ -47,6 +51,8 @@ class TrainContext:
         if not isinstance(metrics, dict):
             raise TypeError(f"metrics must be a dict, got {type(metrics).__name__}")
         metrics = {k: v for k, v in metrics.items() if not isinstance(v, bytes)}  # as Determined does
+        if not self._is_chief:
+            return
         if self._shipper is None:
             print(f"[metrics] {group} step={steps_completed} {_printable(metrics)}", flush=True)
             return
@@ -72,7 +78,7 @@ class TrainContext:
         progress = float(progress)
         if math.isnan(progress) or not 0 <= progress <= 1:
             raise ValueError(f"progress must be between 0 and 1, got {progress}")
-        if self._session is not None and self._trial_id is not None:
+        if self._is_chief and self._session is not None and self._trial_id is not None:
             self._session.post(f"/api/v1/trials/{self._trial_id}/progress",
                                json={"progress": progress, "isRaw": True})
 
