@@ -22,5 +22,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install -q "torch==2.13.0" numpy
+# DeepSpeed (a dev extra) ships only an sdist whose build imports torch: built here against the
+# torch above, without build isolation (which would download a CUDA torch) and without its
+# requirements (the next line brings them, torch already satisfied). Ops are compiled at run time.
+if ! .venv/bin/python -m pip show -q deepspeed >/dev/null 2>&1; then
+  .venv/bin/python -m pip install -q setuptools wheel
+  DS_BUILD_OPS=0 .venv/bin/python -m pip install -q --no-build-isolation --no-deps "deepspeed==0.19.8"
+fi
 .venv/bin/python -m pip install -q -e ".[dev]"
 echo "set-up done: .venv/bin/{det,det-master,det-agent}"
