@@ -1,0 +1,1 @@
+"""Entry points that run inside a task (Determined's ``determined.exec``)."""
