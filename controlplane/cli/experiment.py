@@ -79,6 +79,8 @@ def create_body(config_text: str, model_definition: list[dict], paused: bool) ->
 
 
 def cmd_create(args: argparse.Namespace) -> int:
+    if args.local or args.test_mode:
+        return create_local(args)
     config_text = load_config(Path(args.config_file), args.config or [])
     files = ctx.collect(Path(args.context_dir)) if args.context_dir else []
     session = session_for(args)
@@ -100,6 +102,21 @@ def cmd_create(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return follow_first_trial(session, exp_id)
     return 0
+
+
+def create_local(args: argparse.Namespace) -> int:
+    """``--local --test-mode``: a compressed run on this machine, no master (cli/local_test.py)."""
+    if not args.local:
+        raise CliError("--test-mode needs --local here: the test runs on this machine, without a master")
+    if not args.test_mode:
+        raise CliError("--local needs --test-mode: only a compressed test run is offered without a master; "
+                       "to run the whole experiment, start a cluster (det deploy local up) and leave out --local")
+    if args.paused or args.follow_first_trial:
+        raise CliError("--paused and --follow-first-trial do not apply to --local --test-mode")
+    from controlplane.cli import local_test
+
+    config_text = load_config(Path(args.config_file), args.config or [])
+    return local_test.run_local_test(config_text, local_test.check_context(args.context_dir), as_json=args.json)
 
 
 def _first_trial_id(session: Session, exp_id: int) -> int | None:
@@ -354,6 +371,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--paused", action="store_true", help="create the experiment without starting it")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
     p.add_argument("--json", action="store_true", help="print the created experiment as JSON")
+    p.add_argument("--local", action="store_true", help="run on this machine without a master (with --test-mode)")
+    p.add_argument("--test-mode", "--test", dest="test_mode", action="store_true",
+                   help="with --local: a few batches, one validation, one checkpoint and a restore from it; "
+                        "says which step passed (--json: as JSON); exit 1 if any failed")
     p.set_defaults(func=cmd_create)
 
     p = sub.add_parser("list", aliases=["ls"], help="list experiments")

@@ -33,6 +33,17 @@ def _count(text: str) -> int:
     return value
 
 
+def rank_id(text: str) -> int:
+    """A worker's rank for ``--rank``: a whole number the master accepts (0..2^31-1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a worker rank (0, 1, ...), got {text!r}") from None
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"a rank is between 0 and 2147483647, got {text!r}")
+    return value
+
+
 def _text(entry: dict) -> str:
     text = entry.get("message")
     if not isinstance(text, str) or text == "":
@@ -49,9 +60,11 @@ def _order(entry: dict) -> int | None:
 
 
 def print_trial_logs(session: Session, trial_id: int, *, follow: bool = False, head: int | None = None,
-                     tail: int | None = None, out: TextIO | None = None) -> None:
+                     tail: int | None = None, ranks: list[int] | None = None, out: TextIO | None = None) -> None:
+    """``ranks``: only the lines of these workers (the master's ``rankIds`` filter)."""
     out = out or sys.stdout
     path = f"/api/v1/trials/{trial_id}/logs"
+    only: dict[str, object] = {"rankIds": list(ranks)} if ranks else {}
     if head is not None and tail is not None:
         raise CliError("--head and --tail cannot be used together")
     last_shown: int | None = None
@@ -59,7 +72,7 @@ def print_trial_logs(session: Session, trial_id: int, *, follow: bool = False, h
         if tail == 0 and not follow:
             return
         entries = list(session.stream_ndjson(path, {"follow": "false", "limit": tail,
-                                                    "orderBy": "ORDER_BY_DESC"})) if tail else []
+                                                    "orderBy": "ORDER_BY_DESC", **only})) if tail else []
         entries.reverse()
         for entry in entries:
             out.write(_text(entry))
@@ -71,9 +84,10 @@ def print_trial_logs(session: Session, trial_id: int, *, follow: bool = False, h
             return
         if tail == 0:
             last_shown = None  # follow only new lines: skip everything present now (the newest line's id)
-            for entry in session.stream_ndjson(path, {"follow": "false", "limit": 1, "orderBy": "ORDER_BY_DESC"}):
+            for entry in session.stream_ndjson(path, {"follow": "false", "limit": 1, "orderBy": "ORDER_BY_DESC",
+                                                      **only}):
                 last_shown = _order(entry)
-    params: dict[str, object] = {"follow": "true" if follow else "false"}
+    params: dict[str, object] = {"follow": "true" if follow else "false", **only}
     if head is not None:
         if head == 0:
             return

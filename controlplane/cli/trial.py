@@ -13,7 +13,7 @@ from controlplane.cli import render
 from controlplane.cli.common import avg_metrics, metric_value, positive_id, print_json, searcher_metric, session_for
 from controlplane.cli.errors import CliError
 from controlplane.cli.experiment import best_validation, trial_checkpoints, trial_metrics
-from controlplane.cli.logs import add_log_flags, print_trial_logs
+from controlplane.cli.logs import add_log_flags, print_trial_logs, rank_id
 
 MAX_METRIC_COLUMNS = 8
 
@@ -69,7 +69,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    print_trial_logs(session_for(args), args.trial_id, follow=args.follow, head=args.head, tail=args.tail)
+    print_trial_logs(session_for(args), args.trial_id, follow=args.follow, head=args.head, tail=args.tail,
+                     ranks=args.ranks)
     return 0
 
 
@@ -85,4 +86,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("logs", help="print a trial's logs")
     p.add_argument("trial_id", metavar="ID", type=positive_id)
     add_log_flags(p)
+    p.add_argument("--rank", "--rank-ids", dest="ranks", metavar="N", type=rank_id, nargs="+", action="extend",
+                   help="only the lines of worker rank N (several ranks, or the flag again, for more)")
     p.set_defaults(func=cmd_logs)
