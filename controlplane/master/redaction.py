@@ -167,3 +167,51 @@ def redact_yaml_text(text: str, config: dict | None = None) -> str:
         return masked
     source = parsed if isinstance(parsed, dict) else config or {}
     return yaml.safe_dump(redact_config(source), sort_keys=False)
+
+
+# ---- a redacted config sent back -----------------------------------------------------------------
+def restore_masked(new: Any, old: Any) -> Any:
+    """``new`` with each ``********`` that stands where ``old`` holds a secret given back ``old``'s value.
+
+    A template read from an answer (secrets masked) and sent again must not store the mask over
+    the secret it stood for. Only secret-named keys and ``K=********`` variables of the secret
+    sections are restored; anything else in ``new`` is kept as sent."""
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return new
+    return {key: _restore(value, old.get(key)) if key in SECRET_SECTIONS else value for key, value in new.items()}
+
+
+def _restore(new: Any, old: Any) -> Any:
+    if isinstance(new, dict):
+        olds = old if isinstance(old, dict) else {}
+        out = {}
+        for key, value in new.items():
+            if value == MASK and is_secret_key(key) and olds.get(key) not in (None, ""):
+                out[key] = olds[key]
+            elif key == "environment_variables":
+                out[key] = _restore_env_vars(value, olds.get(key))
+            else:
+                out[key] = _restore(value, olds.get(key))
+        return out
+    if isinstance(new, list):
+        olds_list = old if isinstance(old, list) else []
+        return [_restore(v, olds_list[i] if i < len(olds_list) else None) for i, v in enumerate(new)]
+    return new
+
+
+def _restore_env_vars(new: Any, old: Any) -> Any:
+    if isinstance(new, dict):
+        return {k: _restore_env_vars(v, old.get(k) if isinstance(old, dict) else old) for k, v in new.items()}
+    if not isinstance(new, list):
+        return new
+    previous = {}
+    for entry in old if isinstance(old, list) else []:
+        m = _ENV_VAR.match(entry) if isinstance(entry, str) else None
+        if m:
+            previous[m.group(1)] = entry
+    out = []
+    for entry in new:
+        m = _ENV_VAR.match(entry) if isinstance(entry, str) else None
+        masked = m is not None and is_secret_key(m.group(1)) and m.group(2) == MASK
+        out.append(previous.get(m.group(1), entry) if masked and m is not None else entry)
+    return out

@@ -12,7 +12,9 @@ from controlplane.master.api import (
     metrics,
     models,
     tasks,
+    templates,
     users,
+    workspaces,
 )
 
 ALL = [
@@ -38,4 +40,6 @@ ALL = [
     *checkpoint_download.ROUTES,
     *jobs.ROUTES,
     *models.ROUTES,
+    *templates.ROUTES,
+    *workspaces.ROUTES,
 ]

@@ -294,3 +294,20 @@ class ModelVersion(Base):
     updated_at: Mapped[datetime] = _ts()
 
     __table_args__ = (UniqueConstraint("model_id", "version", name="uq_model_versions_model_id_version"),)
+
+
+class Template(Base):
+    """A config template: settings shared by many experiments, merged under their configs by name.
+
+    ``config`` is a partial experiment config (secrets included: answers redact them); its owner
+    (or an admin) alone may change or delete it. There is one workspace, so ``workspace_id`` is 1.
+    """
+
+    __tablename__ = "templates"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    config: Mapped[dict] = mapped_column(JSON)
+    workspace_id: Mapped[int] = mapped_column(Integer, default=1)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = _ts()
+    updated_at: Mapped[datetime] = _ts()

@@ -33,7 +33,8 @@ from tests.controlplane.master.conftest import CONFIG, FakeAgent
 ONE_TRIAL = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": 1}}
 MUTATING = {"POST", "PATCH", "PUT", "DELETE"}
 SESSION_ROUTES = {("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/logout")}
-CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models")}
+CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models"),
+                 ("POST", "/api/v1/templates/{template_name}")}
 UNAUTHENTICATED = {Action.PUBLIC, Action.AGENT}
 
 
@@ -86,6 +87,7 @@ class Work:
     ckpt: str  # registered as version 1 of the model
     spare_ckpt: str  # in no model: free to delete
     model: str
+    template: str
     task_token: str
 
 
@@ -132,10 +134,13 @@ async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str
     assert (await api.post("/api/v1/models", headers=h, json={"name": model})).status_code == 200
     r = await api.post(f"/api/v1/models/{model}/versions", headers=h, json={"checkpointUuid": ckpt})
     assert r.status_code == 200, r.text
+    template = f"{username}-template"
+    r = await api.post(f"/api/v1/templates/{template}", headers=h, json={"config": {"max_restarts": 2}})
+    assert r.status_code == 200, r.text
     me = (await api.get("/api/v1/me", headers=h)).json()["user"]
     return Work(user_id=me["id"], username=username, exp_id=exp["id"], trial_id=trial_id,
                 alloc_id=start.allocation_id, task_id=start.task_id, job_id=exp["jobId"], ckpt=ckpt, spare_ckpt=spare,
-                model=model, task_token=start.session_token)
+                model=model, template=template, task_token=start.session_token)
 
 
 async def seed(api) -> Seeded:  # noqa: ANN001
@@ -162,7 +167,7 @@ def path_values(work: Work) -> dict[str, str]:
         "alloc_id": work.alloc_id, "allocation_id": work.alloc_id, "resources_id": "0", "task_id": work.task_id,
         "agent_id": "agent-1", "ckpt_uuid": work.ckpt, "checkpoint_uuid": work.ckpt, "pool_name": "default",
         "resource_pool": "default", "name": work.model, "model_name": work.model, "number": "1",
-        "version": "1", "job_id": work.job_id,
+        "version": "1", "job_id": work.job_id, "template_name": work.template,
     }
 
 
