@@ -5,6 +5,8 @@ event loop: the config's size and depth are capped before it is parsed further, 
 one activate will do (the stored config is parsed again here, and the searcher's first actions
 are computed), a grid's size is computed without building it, and the context is checked entry
 by entry before a byte of it is decoded. A config accepted here does not fail on activate.
+A ``template`` the request names is merged under the config (Determined's rule, ``config/merge.py``)
+before any of it is validated; the user's own text is kept as the original config.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from controlplane.common.timeutil import utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.experiment import ExperimentConfig, parse_experiment_config
 from controlplane.config.limits import Limits, check_plain
+from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.db.models import Experiment
 from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import templates
 from controlplane.master.services.context import build_archive
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
@@ -52,12 +56,23 @@ def body_field(body: Any, camel: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _invalid(e: ConfigError) -> BadRequest:
-    return BadRequest(f"invalid experiment config: {e}")
+@dataclass(frozen=True)
+class NamedTemplate:
+    name: str
+    config: dict
+
+
+def _invalid(e: ConfigError | str, template: NamedTemplate | None) -> BadRequest:
+    merged = f" (merged with template {template.name!r})" if template else ""
+    return BadRequest(f"invalid experiment config{merged}: {e}")
+
+
+def _limits(settings: MasterSettings) -> Limits:
+    return Limits(settings.max_config_bytes, settings.max_config_depth)
 
 
 def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict, str]:
-    limits = Limits(settings.max_config_bytes, settings.max_config_depth)
+    limits = _limits(settings)
     if isinstance(raw_config, str):
         return load_yaml(raw_config, source="config", limits=limits), raw_config
     if isinstance(raw_config, dict):
@@ -115,15 +130,24 @@ def _final_config(settings: MasterSettings, raw: dict) -> dict:
     return cfg
 
 
-def prepare(settings: MasterSettings, raw_config: Any, model_definition: Any) -> Prepared:
+def _with_template(settings: MasterSettings, raw: dict, template: NamedTemplate | None) -> dict:
+    if template is None:
+        return raw
+    merged = merge_template(raw, template.config)
+    check_plain(merged, _limits(settings))  # each part was under the caps; together they may not be
+    return merged
+
+
+def prepare(settings: MasterSettings, raw_config: Any, model_definition: Any,
+            template: NamedTemplate | None = None) -> Prepared:
     """Everything CPU-heavy about a create, with no I/O: run it off the event loop."""
     try:
         raw, text = _read(settings, raw_config)
-        cfg = _final_config(settings, raw)
+        cfg = _final_config(settings, _with_template(settings, raw, template))
     except ConfigError as e:
-        raise _invalid(e) from e
+        raise _invalid(e, template) from e
     except RecursionError as e:  # a guard: depth is bounded before anything recursive runs
-        raise BadRequest("invalid experiment config: nested too deeply") from e
+        raise _invalid("nested too deeply", template) from e
     archive, digest = build_archive(model_definition)
     return Prepared(cfg, text, archive, digest)
 
@@ -137,10 +161,20 @@ def _check_shape(rt: MasterRuntime, cfg: dict) -> None:
         raise BadRequest(f"invalid experiment config: resources.slots_per_trial: {problem}")
 
 
+def _template_name(body: Any) -> str | None:
+    """``template`` (Determined's client) or ``templateName``; naming two different ones is an error."""
+    given = [n for n in (body_field(body, "template"), body_field(body, "templateName")) if n]
+    if len(set(given)) > 1:
+        raise BadRequest(f"template: names {given[0]!r} but templateName names {given[1]!r}; give one")
+    return given[0] if given else None
+
+
 async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> tuple[Experiment, bool]:
     """Returns (experiment, saved). With validateOnly nothing is stored."""
+    name = _template_name(body)
+    template = NamedTemplate(name, await templates.config_for_experiment(rt, name)) if name else None
     prepared = await anyio.to_thread.run_sync(
-        prepare, rt.settings, body_field(body, "config"), body_field(body, "modelDefinition", []))
+        prepare, rt.settings, body_field(body, "config"), body_field(body, "modelDefinition", []), template)
     cfg = prepared.cfg
     _check_shape(rt, cfg)  # reads the live agent connections: on the loop
     activate = body_field(body, "activate", True)
