@@ -118,6 +118,9 @@ class Session:
     def patch(self, path: str, body: Any = _UNSET) -> Any:
         return self._json(self.request("PATCH", path, body=body))
 
+    def put(self, path: str, body: Any = _UNSET) -> Any:
+        return self._json(self.request("PUT", path, body=body))
+
     def delete(self, path: str) -> Any:
         return self._json(self.request("DELETE", path))
 

@@ -13,6 +13,7 @@ import yaml
 
 from controlplane.cli.main import main
 from tests.controlplane.cli.fake_master import FakeMaster
+from tests.controlplane.cli.real_master import RealMaster
 
 
 @dataclass
@@ -35,6 +36,14 @@ def fake_master(cli_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMaster
     with FakeMaster() as fm:
         monkeypatch.setenv("DET_MASTER", fm.url)
         yield fm
+
+
+@pytest.fixture
+def real_master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[RealMaster]:  # noqa: ANN001
+    """The master's own app on SQLite, served from a thread: for commands tested end to end."""
+    with RealMaster(tmp_path / "master") as master:
+        monkeypatch.setenv("DET_MASTER", master.url)
+        yield master
 
 
 @pytest.fixture
