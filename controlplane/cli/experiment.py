@@ -43,8 +43,10 @@ FOLLOW_POLL_S = 0.1
 
 
 # ---- create ---------------------------------------------------------------------------------
-def load_config(path: Path, overrides: list[str]) -> str:
-    """The YAML text to send (as written, or re-dumped after --config overrides), validated."""
+def load_config(path: Path, overrides: list[str], *, partial: bool = False) -> str:
+    """The YAML text to send (as written, or re-dumped after --config overrides), validated.
+
+    ``partial``: a template fills the rest on the master, which validates the merged config."""
     try:
         text = path.read_text()
     except OSError as e:
@@ -60,20 +62,21 @@ def load_config(path: Path, overrides: list[str]) -> str:
         if overrides:
             raw = apply_overrides(raw, list(overrides))
             text = yaml.safe_dump(raw, sort_keys=False)
-        parse_experiment_config(raw)
+        if not partial:
+            parse_experiment_config(raw)
     except ConfigError as e:
         raise CliError(f"invalid experiment config: {e}") from None
     return text
 
 
-def create_body(config_text: str, model_definition: list[dict], paused: bool) -> bytes:
+def create_body(config_text: str, model_definition: list[dict], paused: bool, template: str | None = None) -> bytes:
     return json.dumps({
         "config": config_text,
         "modelDefinition": model_definition,
         "activate": not paused,
         "parentId": None,
         "projectId": None,
-        "template": None,
+        "template": template,
         "validateOnly": False,
     }).encode()
 
@@ -81,11 +84,11 @@ def create_body(config_text: str, model_definition: list[dict], paused: bool) ->
 def cmd_create(args: argparse.Namespace) -> int:
     if args.local or args.test_mode:
         return create_local(args)
-    config_text = load_config(Path(args.config_file), args.config or [])
+    config_text = load_config(Path(args.config_file), args.config or [], partial=args.template is not None)
     files = ctx.collect(Path(args.context_dir)) if args.context_dir else []
     session = session_for(args)
     session.ensure_token()  # log in before the upload, not after a 401 on a big body
-    body = ProgressBody(create_body(config_text, files, args.paused))
+    body = ProgressBody(create_body(config_text, files, args.paused, args.template))
     resp = session.post("/api/v1/experiments", data=body, timeout=UPLOAD_TIMEOUT)
     exp = resp.get("experiment") or {}
     exp_id = exp.get("id")
@@ -111,8 +114,8 @@ def create_local(args: argparse.Namespace) -> int:
     if not args.test_mode:
         raise CliError("--local needs --test-mode: only a compressed test run is offered without a master; "
                        "to run the whole experiment, start a cluster (det deploy local up) and leave out --local")
-    if args.paused or args.follow_first_trial:
-        raise CliError("--paused and --follow-first-trial do not apply to --local --test-mode")
+    if args.paused or args.follow_first_trial or args.template:
+        raise CliError("--paused, --follow-first-trial and --template do not apply to --local --test-mode")
     from controlplane.cli import local_test
 
     config_text = load_config(Path(args.config_file), args.config or [])
@@ -370,6 +373,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--follow-first-trial", action="store_true", help="print the first trial's logs")
     p.add_argument("--paused", action="store_true", help="create the experiment without starting it")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    p.add_argument("--template", metavar="NAME",
+                   help="merge this config template under the config on the master (det template list)")
     p.add_argument("--json", action="store_true", help="print the created experiment as JSON")
     p.add_argument("--local", action="store_true", help="run on this machine without a master (with --test-mode)")
     p.add_argument("--test-mode", "--test", dest="test_mode", action="store_true",
