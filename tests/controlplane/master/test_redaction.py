@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from controlplane.master.redaction import MASK, redact_config, redact_storage, redact_yaml_text
+from controlplane.master.redaction import MASK, redact_config, redact_storage, redact_yaml_text, restore_masked
 
 TEXT = """name: x  # keep me
 hyperparameters:
@@ -55,3 +55,20 @@ def test_config_redaction_copies_and_leaves_other_sections_alone():
     assert redact_config({"name": "x"}) == {"name": "x"}
     assert redact_storage({"type": "gcs", "bucket": "b", "credentials": "/k.json"})["credentials"] == MASK
     assert redact_yaml_text("name: x\n") == "name: x\n"  # nothing secret-like: untouched
+
+
+def test_a_redacted_config_sent_back_gets_its_secrets_again_and_nothing_else():
+    old = yaml.safe_load(TEXT)
+    sent = redact_config(old)
+    sent["checkpoint_storage"]["bucket"] = "b2"
+    sent["environment"]["environment_variables"].append(f"NEW_TOKEN={MASK}")  # no secret stood there
+    sent["hyperparameters"]["max_tokens"] = MASK  # not a secret section: kept as sent
+    back = restore_masked(sent, old)
+    assert back["checkpoint_storage"] == {**old["checkpoint_storage"], "bucket": "b2"}
+    assert back["environment"]["environment_variables"] == [*old["environment"]["environment_variables"],
+                                                            f"NEW_TOKEN={MASK}"]
+    assert back["environment"]["registry_auth"] == {"password": "pw-5"}
+    assert back["hyperparameters"] == {"max_tokens": MASK}
+    per_device = {"environment": {"environment_variables": {"cuda": ["HF_TOKEN=hf-4"]}}}
+    assert restore_masked(redact_config(per_device), per_device) == per_device
+    assert restore_masked(sent, {}) == sent  # nothing stored: the mask is what was sent
