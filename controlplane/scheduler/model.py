@@ -45,6 +45,10 @@ class Running:
     preemptible: bool = True
     preempting: bool = False
     zero_slot_agent: str | None = None
+    # Its job's place in the queue (as Request's): at equal priority, work behind a waiting
+    # request in the queue may be preempted for it.
+    queue_position: float = 0.0
+    submitted_at: float = 0.0
 
 
 @dataclass(frozen=True)

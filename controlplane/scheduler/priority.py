@@ -6,12 +6,15 @@ so the same inputs always give the same plan.
 - A request that fits now is placed (within its job's max_slots).
 - A request that could never fit this pool's agents, even idle, does not block: it waits for
   the autoscaler.
-- With preemption, a request that does not fit asks running, preemptible work of strictly
-  lower priority (numerically greater) to make room: lowest priority first, newest first,
+- With preemption, a request that does not fit asks running, preemptible work behind it in
+  the queue to make room: work of lower priority (numerically greater), or of equal priority
+  whose job is further back (queue position, then submission), as Determined's priority.go
+  does. So `det job update --ahead-of` a running job of equal priority makes that job give
+  way. Victims go lowest priority first, then furthest back in the queue, then newest, and
   only as many as needed. Slots of work already preempting (whatever its priority) count
   first as soon-to-be-free, so it is never asked twice and nothing more is preempted than
   needed. The request is not placed this pass; the slots it will land on are reserved
-  (preempt.reserve) so that lower-priority work cannot take what it is waiting for.
+  (preempt.reserve) so that work behind it cannot take what it is waiting for.
 - Otherwise (no preemption, or even all lower-priority work would not make room) the
   request is a blocked head: every agent it could ever use is withdrawn from
   the rest of the pass, so lower-priority work backfills only capacity that can never delay
@@ -31,10 +34,32 @@ def order(pending: Sequence[Request]) -> list[Request]:
     return sorted(pending, key=lambda r: (r.priority, r.queue_position, r.submitted_at, r.allocation_id))
 
 
+def queue_key(work: Request | Running) -> tuple[int, float, float]:
+    """A job's place in the queue: smaller runs first."""
+    return work.priority, work.queue_position, work.submitted_at
+
+
+def behind(victim: Running, req: Request) -> bool:
+    """Whether the running work is strictly behind the request in the queue (never its own job):
+    lower priority, or equal priority and queued later. Ties are not behind, so two jobs in the
+    same place never preempt each other."""
+    return victim.job_id != req.job_id and queue_key(victim) > queue_key(req)
+
+
 def victim_order(running: Sequence[Running]) -> list[Running]:
-    """Preemptible slotted work not already preempting: lowest priority first, newest first."""
+    """Preemptible slotted work not already preempting: lowest priority first, then furthest
+    back in the queue, then newest."""
     candidates = [r for r in running if r.resources and r.preemptible and not r.preempting]
-    return sorted(candidates, key=lambda r: (-r.priority, -r.started_at, r.allocation_id))
+    return sorted(candidates, key=lambda r: (-r.priority, -r.queue_position, -r.submitted_at, -r.started_at,
+                                             r.allocation_id))
+
+
+def reason(req: Request, victim: Running) -> str:
+    if victim.priority > req.priority:
+        return (f"preempted by higher-priority job {req.job_id} (priority {req.priority}; this work has "
+                f"priority {victim.priority})")
+    return (f"preempted by job {req.job_id}, ahead of this work in the queue at the same priority "
+            f"({req.priority})")
 
 
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
@@ -47,7 +72,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     candidates = victim_order(running) if policy.preemption else []
     soon = soon_free(running)
     claimed: set[str] = set()  # victims already chosen for an earlier request this pass
-    hopeless: dict[int, int] = {}  # gang size -> best priority for which no victims sufficed
+    hopeless: set[int] = set()  # gang sizes for which no victims sufficed
     for req in order(pending):
         n = req.slots_needed
         if n <= 0:
@@ -64,20 +89,19 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
             job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
             plan.placements.append(Placement(req.allocation_id, found))
             continue
-        # Victims and soon-free slots only get fewer and capacity only shrinks during a pass, so
-        # a gang size that found no room at some priority finds none at that priority or a lower one.
-        if policy.preemption and hopeless.get(n, 100) > req.priority:
-            eligible = [v for v in candidates if v.priority > req.priority and v.allocation_id not in claimed]
+        # Victims and soon-free slots only get fewer and capacity only shrinks during a pass, and
+        # requests come in queue order (work behind a later one is behind an earlier one), so a gang
+        # size that found no room at some place in the queue finds none further back.
+        if policy.preemption and n not in hopeless:
+            eligible = [v for v in candidates if behind(v, req) and v.allocation_id not in claimed]
             found_victims = choose_victims(n, cap, eligible, soon)
             if found_victims is None:
-                hopeless[n] = req.priority
+                hopeless.add(n)
             else:
                 victims, where = found_victims
                 for v in victims:
                     claimed.add(v.allocation_id)
-                    plan.preemptions.append(Preemption(
-                        v.allocation_id, f"preempted by higher-priority job {req.job_id} (priority "
-                                         f"{req.priority}; this work has priority {v.priority})"))
+                    plan.preemptions.append(Preemption(v.allocation_id, reason(req, v)))
                 reserve(cap, soon, victims, where, n)  # it waits for those slots; the queue goes on
                 job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
                 continue

@@ -73,7 +73,8 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
         running.append(Running(
             allocation_id=alloc.id, job_id=exp.job_id, pool=alloc.resource_pool, resources=resources,
             priority=priority, weight=exp.weight, started_at=_ts(alloc.assigned_at),
-            preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent))
+            preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent,
+            queue_position=exp.queue_position, submitted_at=_ts(exp.start_time)))
     flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
     agents = [
         AgentSnapshot(

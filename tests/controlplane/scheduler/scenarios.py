@@ -19,9 +19,10 @@ def req(alloc: str, slots: int, job: str | None = None, priority: int = 42, pool
 
 
 def running(alloc: str, where: dict[str, tuple[int, ...]], job: str | None = None, priority: int = 42,
-            started: float = 0.0, preempting: bool = False, weight: float = 1.0, preemptible: bool = True) -> Running:
+            started: float = 0.0, preempting: bool = False, weight: float = 1.0, preemptible: bool = True,
+            position: float = 0.0, submitted: float = 0.0) -> Running:
     return Running(alloc, job or alloc, "default", tuple(where.items()), priority, weight, started, preemptible,
-                   preempting)
+                   preempting, queue_position=position, submitted_at=submitted)
 
 
 def pools(**kw) -> dict[str, PoolPolicy]:  # noqa: ANN003

@@ -1,5 +1,6 @@
 """Seeded random passes: whatever the mix, a plan never double-books a slot, gangs keep
-their shape, victims are strictly lower priority, and the same inputs give the same plan."""
+their shape, victims are strictly behind a waiting request in the queue (lower priority, or equal
+priority and queued later), and the same inputs give the same plan."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import random
 
 from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
 from controlplane.scheduler.planner import plan
+from controlplane.scheduler.priority import behind
 
 
 def scenario(seed: int) -> tuple[list[Request], list[Running], list[AgentSnapshot]]:
@@ -20,10 +22,12 @@ def scenario(seed: int) -> tuple[list[Request], list[Running], list[AgentSnapsho
         if used:
             running.append(Running(f"run{i}", f"job{rng.randint(0, 4)}", "default", ((f"a{i:02d}", used),),
                                    priority=rng.randint(1, 99), started_at=rng.random() * 100,
-                                   preemptible=rng.random() < 0.8, preempting=rng.random() < 0.1))
+                                   preemptible=rng.random() < 0.8, preempting=rng.random() < 0.1,
+                                   queue_position=float(rng.randint(0, 3)), submitted_at=float(rng.randint(0, 20))))
     pending = [Request(f"p{i}", f"job{rng.randint(0, 6)}", "default", rng.choice([0, 1, 1, 2, 3, 4, 8, 16]),
                        priority=rng.randint(1, 99), weight=rng.choice([1.0, 2.0]),
-                       max_slots=rng.choice([None, None, 4, 8]), submitted_at=float(rng.randint(0, 20)))
+                       max_slots=rng.choice([None, None, 4, 8]), queue_position=float(rng.randint(0, 3)),
+                       submitted_at=float(rng.randint(0, 20)))
                for i in range(rng.randint(0, 30))]
     return pending, running, agents
 
@@ -56,4 +60,4 @@ def test_random_plans_keep_the_invariants():
             for x in p.preemptions:
                 assert run[x.allocation_id].preemptible and not run[x.allocation_id].preempting
                 if kind == "priority":
-                    assert any(r.priority < run[x.allocation_id].priority for r in pending)
+                    assert any(behind(run[x.allocation_id], r) for r in pending)

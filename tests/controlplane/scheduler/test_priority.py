@@ -173,3 +173,54 @@ def test_preemption_scenarios_on_one_agent():
         p = plan(policy, pending, run, [agent("a", 4, used=(0, 1, 2, 3))], NOW)
         assert [x.allocation_id for x in p.preemptions] == expected, name
         assert p.placements == [], name
+
+
+def test_queue_order_decides_preemption_at_equal_priority():
+    # One 2-slot agent, full. (name, running, pending, expected preemptions): at equal priority only
+    # work queued behind the waiting request gives way, as after `det job update X --ahead-of Y`.
+    full = [agent("a", 2, used=(0, 1))]
+    y = running("y.1", {"a": (0, 1)}, job="Y", position=10.0)
+    cases = [
+        ("moved ahead of the running job", [y], [req("x.1", 2, job="X", position=9.5)], ["y.1"]),
+        ("queued behind it: waits", [y], [req("x.1", 2, job="X", position=11.0)], []),
+        ("same place: waits", [y], [req("x.1", 2, job="X", position=10.0)], []),
+        ("same place, submitted later: waits", [running("y.1", {"a": (0, 1)}, job="Y", position=10.0, submitted=1)],
+         [req("x.1", 2, job="X", position=10.0, submitted=2)], []),
+        ("same place, submitted earlier: preempts",
+         [running("y.1", {"a": (0, 1)}, job="Y", position=10.0, submitted=2)],
+         [req("x.1", 2, job="X", position=10.0, submitted=1)], ["y.1"]),
+        ("its own job never", [running("x.0", {"a": (0, 1)}, job="X", position=10.0)],
+         [req("x.1", 2, job="X", position=9.0)], []),
+        ("higher priority behind it: kept", [running("y.1", {"a": (0, 1)}, job="Y", priority=10, position=10.0)],
+         [req("x.1", 2, job="X", position=9.0)], []),
+    ]
+    for name, run, pending, expected in cases:
+        p = plan(pools(), pending, run, full, NOW)
+        assert [x.allocation_id for x in p.preemptions] == expected, name
+        assert p.placements == [], name
+    assert plan(pools(preemption=False), [req("x.1", 2, job="X", position=9.5)], [y], full, NOW).preemptions == []
+
+
+def test_the_furthest_back_gives_way_first_and_says_why():
+    # Two 1-slot jobs of equal priority run; the request needs one slot: the job last in the queue
+    # goes, even though the other started later.
+    run = [running("mid.1", {"a": (0,)}, job="MID", position=5.0, started=9.0),
+           running("last.1", {"a": (1,)}, job="LAST", position=7.0, started=1.0)]
+    p = plan(pools(), [req("first.1", 1, job="FIRST", position=1.0)], run, [agent("a", 2, used=(0, 1))], NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["last.1"]
+    assert p.preemptions[0].reason == ("preempted by job FIRST, ahead of this work in the queue at the same "
+                                       "priority (42)")
+
+
+def test_lower_priority_still_goes_before_equal_priority_behind():
+    run = [running("peer.1", {"a": (0,)}, job="PEER", position=9.0, started=9.0),
+           running("low.1", {"a": (1,)}, job="LOW", priority=60, position=0.0, started=1.0)]
+    p = plan(pools(), [req("x.1", 1, job="X", position=1.0)], run, [agent("a", 2, used=(0, 1))], NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["low.1"]
+
+
+def test_a_preempted_job_does_not_preempt_back():
+    # After X (ahead) took Y's place, Y waits: it is behind X, so X's running work is never its victim.
+    run = [running("x.1", {"a": (0, 1)}, job="X", position=9.5)]
+    p = plan(pools(), [req("y.2", 2, job="Y", position=10.0)], run, [agent("a", 2, used=(0, 1))], NOW)
+    assert p.preemptions == [] and p.placements == []
