@@ -20,6 +20,7 @@ from controlplane.master.api.serializers import experiment_json, pagination
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Instance, Trial, User
 from controlplane.master.errors import NotFound
+from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
 from controlplane.master.services.experiment_requests import PatchExperimentRequest
 
@@ -66,13 +67,15 @@ async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset =
 
 
 @post("/api/v1/job-queues", operation_id="UpdateJobQueue", opt=opt(Action.EDIT), tags=["jobs"], status_code=200)
-async def update_job_queue(request: Request, data: svc.UpdateJobQueueRequest) -> dict[str, Any]:
+async def update_job_queue(request: Request, data: updates.UpdateJobQueueRequest) -> dict[str, Any]:
+    """The whole batch is checked before anything changes, then applied in one transaction."""
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
-        to_preempt = await svc.apply_updates(session, rt, principal_of(request), data.updates)
+        changes = await updates.check(session, rt, principal_of(request), data.updates)
+        to_preempt = await updates.apply(session, rt, changes)
         for alloc in to_preempt:  # only once the whole batch has been applied
             rt.orchestrator.request_preemption(alloc, "moved to another resource pool")
-    rt.orchestrator.wake()
+    rt.orchestrator.wake()  # the planner sees the new order (and may preempt for it) at once
     return {}
 
 
@@ -93,9 +96,9 @@ async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchEx
         resources = body.resources
         if resources is not None:
             if resources.priority is not None:
-                exp.priority = svc.check_priority(rt, exp, resources.priority, "resources.priority")
+                exp.priority = svc.check_priority(rt, exp.resource_pool, resources.priority, "resources.priority")
             if resources.weight is not None:
-                exp.weight = svc.check_weight(rt, exp, resources.weight, "resources.weight")
+                exp.weight = svc.check_weight(rt, exp.resource_pool, resources.weight, "resources.weight")
             if resources.max_slots is not msgspec.UNSET:
                 exp.max_slots = svc.check_max_slots(resources.max_slots, "resources.maxSlots")
         if body.checkpoint_storage is not None:

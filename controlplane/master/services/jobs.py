@@ -1,50 +1,25 @@
-"""The job queue: experiments in scheduling order, and the changes users make to it.
-
-Constraints follow Determined's job-queue documentation: priority and ahead-of/behind-of
-only under the priority scheduler, weight only under fair share, and only experiments move
-between pools. Every update is checked, including that the caller owns the job, before anything
-is written: a batch is applied whole or not at all.
+"""The job queue: experiments in scheduling order, as `det job list` shows them, and the
+scheduler rules that changes to it must keep (priority only under the priority scheduler, weight
+only under fair share). The changes themselves are ``job_updates``'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, iso
-from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial, User
-from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.snapshot import job_priority
-from controlplane.master.principals import Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
-
-JobRef = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[^\x00]*$")]
-
-
-class QueueControl(msgspec.Struct, rename="camel", kw_only=True):
-    """Determined's ``v1QueueControl``: one job and exactly one change."""
-
-    job_id: JobRef
-    # 1..99: checked with the pool's scheduler
-    priority: Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)] | None = None
-    weight: Annotated[float, msgspec.Meta(gt=0, le=MAX_WEIGHT)] | None = None
-    resource_pool: Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^\x00]*$")] | None = None
-    ahead_of: JobRef | None = None
-    behind_of: JobRef | None = None
-
-
-class UpdateJobQueueRequest(msgspec.Struct, rename="camel", kw_only=True):
-    updates: Annotated[list[QueueControl], msgspec.Meta(min_length=1, max_length=1000)]
-
 
 OPEN_STATES = (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_KILLED, E.STOPPING_ERROR)
 
@@ -100,24 +75,24 @@ def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int) -> dict:
     }
 
 
-def _scheduler_of(rt: MasterRuntime, exp: Experiment) -> str:
-    pool = rt.settings.pool(exp.resource_pool)
+def scheduler_of(rt: MasterRuntime, pool_name: str) -> str:
+    pool = rt.settings.pool(pool_name)
     return pool.policy.scheduler if pool else "priority"
 
 
-def check_priority(rt: MasterRuntime, exp: Experiment, value: Any, what: str) -> int:
-    if _scheduler_of(rt, exp) != "priority":
+def check_priority(rt: MasterRuntime, pool_name: str, value: Any, what: str) -> int:
+    if scheduler_of(rt, pool_name) != "priority":
         raise BadRequest(f"{what}: priority applies only under the priority scheduler; pool "
-                         f"{exp.resource_pool!r} uses fair_share (set a weight instead)")
+                         f"{pool_name!r} uses fair_share (set a weight instead)")
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 99:
         raise BadRequest(f"{what}: priority must be an integer from 1 to 99, got {value!r}")
     return value
 
 
-def check_weight(rt: MasterRuntime, exp: Experiment, value: Any, what: str) -> float:
-    if _scheduler_of(rt, exp) != "fair_share":
+def check_weight(rt: MasterRuntime, pool_name: str, value: Any, what: str) -> float:
+    if scheduler_of(rt, pool_name) != "fair_share":
         raise BadRequest(f"{what}: weight applies only under the fair_share scheduler; pool "
-                         f"{exp.resource_pool!r} uses priority (set a priority instead)")
+                         f"{pool_name!r} uses priority (set a priority instead)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_WEIGHT:
         raise BadRequest(f"{what}: weight must be a number > 0 and <= {MAX_WEIGHT:g}, got {value!r}")
     return float(value)
@@ -140,101 +115,6 @@ def check_max_slots(value: Any, what: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequest(f"{what}: max_slots must be an integer >= 1, got {value!r}")
     return value
-
-
-async def experiment_by_job(session: AsyncSession, job_id: str, what: str) -> Experiment:
-    exp = await session.scalar(select(Experiment).where(Experiment.job_id == job_id))
-    if exp is None and job_id.isdigit() and len(job_id) <= 10 and int(job_id) <= 2**31 - 1:
-        exp = await session.get(Experiment, int(job_id))  # the CLI also accepts an experiment id
-    if exp is None:
-        raise NotFound(f"{what}.jobId: job {job_id} not found")
-    if exp.state not in OPEN_STATES:
-        raise BadRequest(f"{what}: job {job_id} has already finished ({exp.state})")
-    return exp
-
-
-async def apply_updates(session: AsyncSession, rt: MasterRuntime, principal: Principal,
-                        updates: list[QueueControl]) -> list[Allocation]:
-    """The whole batch: every job found and owned by the caller before any change; returns the
-    live allocations to preempt (moves to another pool), to be signalled once all succeeded."""
-    jobs = []
-    for i, update in enumerate(updates):
-        exp = await experiment_by_job(session, update.job_id, f"updates[{i}]")
-        require_owner(principal, Action.EDIT, exp.owner_id, f"job {update.job_id} (experiment {exp.id})")
-        jobs.append(exp)
-    to_preempt: list[Allocation] = []
-    for i, (exp, update) in enumerate(zip(jobs, updates, strict=False)):
-        to_preempt += await apply_update(session, rt, exp, update, f"updates[{i}]")
-    return to_preempt
-
-
-async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, exp: Experiment, target: Experiment,
-                              ahead: bool) -> float:
-    """A queue position right before (ahead) or after the target among jobs of its priority."""
-    pool = rt.settings.pool(target.resource_pool)
-    prio = job_priority(target, pool.policy if pool else None)
-    rows = [r.exp for r in await job_rows(session, rt, target.resource_pool)
-            if r.exp.id != exp.id and job_priority(r.exp, pool.policy if pool else None) == prio]
-    index = next(i for i, e in enumerate(rows) if e.id == target.id)
-    neighbour = (rows[index - 1] if ahead and index > 0
-                 else rows[index + 1] if not ahead and index + 1 < len(rows) else None)
-    if neighbour is None:
-        return target.queue_position - 1.0 if ahead else target.queue_position + 1.0
-    return (neighbour.queue_position + target.queue_position) / 2
-
-
-async def apply_update(session: AsyncSession, rt: MasterRuntime, exp: Experiment, update: QueueControl,
-                       what: str) -> list[Allocation]:
-    """One v1QueueControl on its (already found and authorized) experiment. Returns the live
-    allocations to preempt (a move to another pool)."""
-    given = {k: v for k, v in (("priority", update.priority), ("weight", update.weight),
-                               ("resourcePool", update.resource_pool), ("aheadOf", update.ahead_of),
-                               ("behindOf", update.behind_of)) if v is not None}
-    if len(given) != 1:
-        raise BadRequest(f"{what}: give exactly one of priority, weight, resourcePool, aheadOf, behindOf "
-                         f"(got {', '.join(given) or 'none'})")
-    (key, value), = given.items()
-    to_preempt: list[Allocation] = []
-    if key == "priority":
-        exp.priority = check_priority(rt, exp, value, f"{what}.priority")
-    elif key == "weight":
-        exp.weight = check_weight(rt, exp, value, f"{what}.weight")
-    elif key in ("aheadOf", "behindOf"):
-        if _scheduler_of(rt, exp) != "priority":
-            raise BadRequest(f"{what}.{key}: queue moves apply only under the priority scheduler; pool "
-                             f"{exp.resource_pool!r} uses fair_share")
-        target = await experiment_by_job(session, str(value), f"{what}.{key}")
-        if target.id == exp.id:
-            raise BadRequest(f"{what}.{key}: a job cannot move relative to itself")
-        if target.resource_pool != exp.resource_pool:
-            raise BadRequest(f"{what}.{key}: job {value} is in pool {target.resource_pool!r}, not "
-                             f"{exp.resource_pool!r}")
-        pool = rt.settings.pool(target.resource_pool)
-        exp.priority = job_priority(target, pool.policy if pool else None)
-        exp.queue_position = await _neighbour_position(session, rt, exp, target, ahead=key == "aheadOf")
-    else:
-        to_preempt = await move_to_pool(session, rt, exp, value, f"{what}.resourcePool")
-    return to_preempt
-
-
-async def move_to_pool(session: AsyncSession, rt: MasterRuntime, exp: Experiment, pool_name: Any,
-                       what: str) -> list[Allocation]:
-    if not isinstance(pool_name, str) or rt.settings.pool(pool_name) is None:
-        raise BadRequest(f"{what}: unknown pool {pool_name!r} (pools: {', '.join(rt.settings.pool_names())})")
-    slots = int((exp.config.get("resources") or {}).get("slots_per_trial", 1))
-    problem = shape_problem(rt, pool_name, slots)
-    if problem:
-        raise BadRequest(f"{what}: {problem}")
-    exp.resource_pool = pool_name
-    config = dict(exp.config)
-    config["resources"] = {**(config.get("resources") or {}), "resource_pool": pool_name}
-    exp.config = config
-    allocs = (await session.scalars(select(Allocation).join(Trial, Trial.id == Allocation.trial_id).where(
-        Trial.experiment_id == exp.id, Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING))))).all()
-    for alloc in allocs:
-        alloc.resource_pool = pool_name
-    # Running trials checkpoint and come back in the new pool.
-    return [a for a in allocs if a.state != A.PENDING]
 
 
 def shape_problem(rt: MasterRuntime, pool_name: str, slots_needed: int) -> str | None:

@@ -91,7 +91,9 @@ def cases(exp_id: int, trial_id: int, job_id: str) -> list[tuple[str, str, Any, 
         ("POST", "/api/v1/models", {"name": "x", "metadata": {"a": NUL}}, 400, "metadata.a"),
         ("POST", "/api/v1/models", {"name": "x", "description": NUL}, 400, "description"),
         # Unknown ids stay 404.
-        ("POST", "/api/v1/job-queues", {"updates": [{"jobId": "nope", "priority": 3}]}, 404, "updates[0].jobId"),
+        ("POST", "/api/v1/job-queues", {"updates": [{"jobId": "nope-nope", "priority": 3}]}, 404, "updates[0].jobId"),
+        # A job id prefix under 8 characters names no job for sure.
+        ("POST", "/api/v1/job-queues", {"updates": [{"jobId": "nope", "priority": 3}]}, 400, "updates[0].jobId"),
         ("POST", "/api/v1/job-queues", {"updates": [{"jobId": str(2**40), "priority": 3}]}, 404, "updates[0].jobId"),
         ("GET", f"/api/v1/checkpoints/{new}", None, 404, new),
     ]

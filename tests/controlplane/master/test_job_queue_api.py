@@ -83,7 +83,7 @@ async def test_every_update_constraint_has_its_error(api2, pool, change, message
 
 
 async def test_unknown_job_is_404_and_weight_works_under_fair_share(api2):
-    assert (await update(api2, jobId="nope", priority=3)).status_code == 404
+    assert (await update(api2, jobId="nope-nope", priority=3)).status_code == 404
     await create_experiment(api2, one_trial("shared"))
     job_id = (await jobs(api2, "shared"))[0]["jobId"]
     assert (await update(api2, jobId=job_id, weight=3)).status_code == 200
