@@ -2,14 +2,18 @@
 
 `list` reads the pools first (`GET /api/v1/resource-pools`) to choose the pool (`-p`, else the
 default compute pool) and its scheduler type (the Priority or Weight column), then pages through
-`GET /api/v1/job-queues-v2`. `update` sends one `POST /api/v1/job-queues` with one `updates[]`
-entry whose unused keys are `null`; `update-batch` checks every operation first, then sends one
-POST per operation, in order.
+`GET /api/v1/job-queues-v2`; its table shows job ids cut to 8 characters (more where two shown ids
+share them), which the master accepts wherever a job id goes; `--json` keeps the full ids.
+`update` sends one `POST /api/v1/job-queues` with one `updates[]` entry whose unused keys are
+`null`. `update-batch` checks every operation here, then sends them all in one POST, which the
+master applies whole or not at all (Determined's CLI sends one POST per operation, so a failure
+half-way left the first ones applied).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,11 +69,25 @@ def _slots(job: dict) -> str:
     return f"{acquired if acquired is not None else 0}/{needed if needed is not None else 0}"
 
 
+SHORT_ID = 8  # the shortest prefix the master takes for a job id
+
+
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id cut to the shortest length, at least SHORT_ID, at which the ids shown stay distinct."""
+    distinct = set(ids)
+    length = SHORT_ID
+    while len({i[:length] for i in distinct}) < len(distinct):
+        length += 1
+    return {i: i[:length] for i in distinct}
+
+
 def job_rows(jobs: list[dict], fair_share: bool) -> list[list[Any]]:
     rows = []
+    short = short_ids([str(j.get("jobId") or "") for j in jobs])
     for i, j in enumerate(jobs):
         kind = str(j.get("type") or "")
-        rows.append([_position(j, i), j.get("jobId", ""), kind[len("TYPE_"):] if kind.startswith("TYPE_") else kind,
+        rows.append([_position(j, i), short[str(j.get("jobId") or "")],
+                     kind[len("TYPE_"):] if kind.startswith("TYPE_") else kind,
                      j.get("name", ""), format_number(j.get("weight") if fair_share else j.get("priority")),
                      render.format_time(j.get("submissionTime")), _slots(j), _status(j), j.get("username", "")])
     return rows
@@ -97,11 +115,11 @@ class QueueUpdate:
     field: str  # the v1QueueControl key: priority, weight, resourcePool, aheadOf, behindOf
     value: Any
 
-    def body(self) -> dict:
+    def entry(self) -> dict:
         entry: dict[str, Any] = {"jobId": self.job_id, "priority": None, "weight": None, "resourcePool": None,
                                  "aheadOf": None, "behindOf": None}
         entry[self.field] = self.value
-        return {"updates": [entry]}
+        return entry
 
     def describe(self) -> str:
         label = {"priority": "priority", "weight": "weight", "resourcePool": "resource pool",
@@ -143,14 +161,23 @@ def parse_operation(text: str) -> QueueUpdate:
     return make_update(job_id.strip(), field, value, f"operation {text!r}")
 
 
-def send_update(session: Session, update: QueueUpdate, what: str | None = None) -> None:
+BATCH_INDEX = re.compile(r"^updates\[(\d+)\]")
+
+
+def send_updates(session: Session, updates: list[tuple[str, QueueUpdate]]) -> None:
+    """One POST for all of them: the master applies the batch whole or not at all. An error about
+    `updates[i]` is told as the operation the user wrote."""
     try:
-        session.post("/api/v1/job-queues", update.body())
+        session.post("/api/v1/job-queues", {"updates": [u.entry() for _, u in updates]})
     except ApiError as e:
-        if what is None:
-            raise
-        raise ApiError(f"{what}: {e.message}", e.status) from None
-    print(f"Updated job {update.job_id}: {update.describe()}")
+        match = BATCH_INDEX.match(e.message)
+        if len(updates) > 1:
+            index = int(match.group(1)) if match else -1
+            what = f"operation {updates[index][0]!r}: " if 0 <= index < len(updates) else ""
+            raise ApiError(f"{what}{e.message} (nothing was changed)", e.status) from None
+        raise
+    for _, update in updates:
+        print(f"Updated job {update.job_id}: {update.describe()}")
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -162,15 +189,13 @@ def cmd_update(args: argparse.Namespace) -> int:
             break
     else:  # pragma: no cover - argparse requires one flag
         raise CliError("give one of --priority, --weight, --resource-pool, --ahead-of, --behind-of")
-    send_update(session_for(args), update)
+    send_updates(session_for(args), [(args.job_id, update)])
     return 0
 
 
 def cmd_update_batch(args: argparse.Namespace) -> int:
     updates = [(op, parse_operation(op)) for op in args.operations]  # all checked before any is sent
-    session = session_for(args)
-    for text, update in updates:
-        send_update(session, update, f"operation {text!r}")
+    send_updates(session_for(args), updates)
     return 0
 
 
@@ -186,16 +211,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("update", help="change one job's priority, weight, pool or queue position")
-    p.add_argument("job_id", metavar="JOB_ID")
+    p.add_argument("job_id", metavar="JOB_ID", help="the job's id, or its first 8 or more characters")
     one = p.add_mutually_exclusive_group(required=True)
     one.add_argument("--priority", metavar="N", help="priority 1 (highest) to 99 (priority scheduler)")
     one.add_argument("--weight", metavar="W", help="weight > 0 (fair_share scheduler)")
     one.add_argument("--resource-pool", metavar="POOL", help="move the job to this pool")
-    one.add_argument("--ahead-of", metavar="JOB_ID", help="queue the job just ahead of this one")
+    one.add_argument("--ahead-of", metavar="JOB_ID", help="queue the job just ahead of this one (at its priority; "
+                     "if that one runs and the pool is full, it is preempted for this one)")
     one.add_argument("--behind-of", metavar="JOB_ID", help="queue the job just behind this one")
     p.set_defaults(func=cmd_update)
 
-    p = sub.add_parser("update-batch", help="several job updates, sent one by one in order")
+    p = sub.add_parser("update-batch", help="several job updates, applied in order, all or none")
     p.add_argument("operations", metavar="JOB_ID.OPERATION=VALUE", nargs="+",
                    help="operations: priority, weight, resource-pool, ahead-of, behind-of")
     p.set_defaults(func=cmd_update_batch)

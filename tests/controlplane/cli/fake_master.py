@@ -6,6 +6,7 @@ as chunked NDJSON like the real master, so the CLI is tested without starting de
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from dataclasses import dataclass, field
@@ -301,38 +302,48 @@ class Handler(BaseHTTPRequestHandler):
             "total": len(out)}})
 
     def _update_jobs(self, req: dict) -> None:
+        """All or nothing, as the master: the changes are made on a copy kept only if all pass."""
         updates = req.get("updates")
         if not isinstance(updates, list) or not updates:
             return self._error(400, "updates: required (a list of job changes)")
+        kept = self.state.jobs
+        self.state.jobs = copy.deepcopy(kept)
+        refused = self._update_jobs_in_order(updates)
+        if refused is not None:
+            self.state.jobs = kept
+            return self._error(*refused)
+        return self._send(200, {})
+
+    def _update_jobs_in_order(self, updates: list) -> tuple[int, str] | None:
         by_id = {j["jobId"]: j for j in self.state.jobs}
         for i, u in enumerate(updates):
             what = f"updates[{i}]"
             j = by_id.get(u.get("jobId"))
             if j is None:
-                return self._error(404, f"{what}: job {u.get('jobId')!r} not found")
+                return (404, f"{what}: job {u.get('jobId')!r} not found")
             set_keys = [k for k in ("priority", "weight", "resourcePool", "aheadOf", "behindOf")
                         if u.get(k) is not None]
             if len(set_keys) != 1:
-                return self._error(400, f"{what}: exactly one change per update, got {set_keys}")
+                return (400, f"{what}: exactly one change per update, got {set_keys}")
             key = set_keys[0]
             value = u[key]
             problem = self._scheduler_error(j["resourcePool"], key, value, f"{what}.{key}")
             if problem:
-                return self._error(400, problem)
+                return 400, problem
             if key in ("priority", "weight"):
                 j[key] = value
             elif key == "resourcePool":
                 if self._pool(value) is None:
-                    return self._error(400, f"{what}.resourcePool: pool {value!r} not found")
+                    return (400, f"{what}.resourcePool: pool {value!r} not found")
                 j["resourcePool"] = value
             else:
                 other = by_id.get(value)
                 if other is None:
-                    return self._error(404, f"{what}.{key}: job {value!r} not found")
+                    return (404, f"{what}.{key}: job {value!r} not found")
                 self.state.jobs.remove(j)
                 at = self.state.jobs.index(other)
                 self.state.jobs.insert(at if key == "aheadOf" else at + 1, j)
-        return self._send(200, {})
+        return None
 
     def _patch_experiment(self, exp: dict, req: dict) -> None:
         resources = req.get("resources") or {}

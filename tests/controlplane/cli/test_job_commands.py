@@ -101,6 +101,25 @@ def test_job_list_empty_queue(fake_master, det):
     assert det("job", "list", "--json").out.strip() == "[]"
 
 
+def test_job_list_shows_8_character_ids_and_json_the_full_ones(fake_master, det):
+    long_ids = ["73853c5c-1111-4000-8000-000000000001", "0d714127-2222-4000-8000-000000000002"]
+    for j, job_id in zip(fake_master.state.jobs, long_ids, strict=False):
+        j["jobId"] = job_id
+    r = det("job", "list")
+    assert r.rc == 0, r.err
+    assert [row[1] for row in table_rows(r.out)] == ["73853c5c", "0d714127", "job-3"]
+    assert [j["jobId"] for j in json.loads(det("job", "list", "--json").out)] == [*long_ids, "job-3"]
+
+
+def test_short_ids_grow_only_where_two_shown_ids_share_8_characters():
+    from controlplane.cli.job import short_ids
+
+    assert short_ids(["73853c5c-aaaa", "73853c5c-abbb", "0d714127-cccc", "x"]) == {
+        "73853c5c-aaaa": "73853c5c-aa", "73853c5c-abbb": "73853c5c-ab", "0d714127-cccc": "0d714127-cc", "x": "x"}
+    assert short_ids(["73853c5c-aaaa", "0d714127-cccc"]) == {"73853c5c-aaaa": "73853c5c", "0d714127-cccc": "0d714127"}
+    assert short_ids([]) == {}
+
+
 def test_job_rows_read_limited_jobs_and_unknown_position():
     from controlplane.cli import job
 
@@ -175,18 +194,18 @@ def test_job_update_unknown_job(fake_master, det):
 
 
 # ---- update-batch ---------------------------------------------------------------------------
-def test_update_batch_sends_one_post_per_operation_in_order(fake_master, det):
+def test_update_batch_sends_every_operation_in_one_post_in_order(fake_master, det):
     r = det("job", "update-batch", "job-1.priority=5", "job-2.resource-pool=fair", "job-4.weight=3",
             "job-3.ahead-of=job-1", "job-1.behind_of=job-3", "job-2.resource_pool=default")
     assert r.rc == 0, r.err
-    assert queue_updates(fake_master) == [
-        {"updates": [{"jobId": "job-1", **NULLS, "priority": 5}]},
-        {"updates": [{"jobId": "job-2", **NULLS, "resourcePool": "fair"}]},
-        {"updates": [{"jobId": "job-4", **NULLS, "weight": 3.0}]},
-        {"updates": [{"jobId": "job-3", **NULLS, "aheadOf": "job-1"}]},
-        {"updates": [{"jobId": "job-1", **NULLS, "behindOf": "job-3"}]},
-        {"updates": [{"jobId": "job-2", **NULLS, "resourcePool": "default"}]},
-    ]
+    assert queue_updates(fake_master) == [{"updates": [
+        {"jobId": "job-1", **NULLS, "priority": 5},
+        {"jobId": "job-2", **NULLS, "resourcePool": "fair"},
+        {"jobId": "job-4", **NULLS, "weight": 3.0},
+        {"jobId": "job-3", **NULLS, "aheadOf": "job-1"},
+        {"jobId": "job-1", **NULLS, "behindOf": "job-3"},
+        {"jobId": "job-2", **NULLS, "resourcePool": "default"},
+    ]}]
     assert r.out.splitlines() == ["Updated job job-1: priority 5", "Updated job job-2: resource pool fair",
                                   "Updated job job-4: weight 3", "Updated job job-3: ahead of job-1",
                                   "Updated job job-1: behind of job-3", "Updated job job-2: resource pool default"]
@@ -217,14 +236,17 @@ def test_update_batch_malformed_operation_sends_nothing(fake_master, det, bad, m
     assert r.out == ""
 
 
-def test_update_batch_stops_at_the_first_master_rejection(fake_master, det):
+def test_update_batch_master_rejection_changes_nothing_and_names_the_operation(fake_master, det):
+    before = [dict(j) for j in fake_master.state.jobs]
     r = det("job", "update-batch", "job-1.priority=5", "job-2.weight=2", "job-3.priority=9")
     assert r.rc == 1
-    assert len(queue_updates(fake_master)) == 2
-    assert r.out.splitlines() == ["Updated job job-1: priority 5"]
-    assert r.err.strip() == ("Error: operation 'job-2.weight=2': updates[0].weight: weight applies only under the "
-                             "fair_share scheduler; pool 'default' uses priority (set a priority instead)")
+    assert len(queue_updates(fake_master)) == 1
+    assert r.out == ""
+    assert r.err.strip() == ("Error: operation 'job-2.weight=2': updates[1].weight: weight applies only under the "
+                             "fair_share scheduler; pool 'default' uses priority (set a priority instead) "
+                             "(nothing was changed)")
     assert "Traceback" not in r.err
+    assert fake_master.state.jobs == before
 
 
 def test_update_batch_needs_an_operation(fake_master, det):
