@@ -103,7 +103,7 @@ class Trial(Base):
     hparams: Mapped[dict] = mapped_column(JSON)
     seed: Mapped[int] = mapped_column(BigInteger)
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.trial.TrialState
-    restarts: Mapped[int] = mapped_column(Integer, default=0)  # failures that count against max_restarts
+    restarts: Mapped[int] = mapped_column(Integer, default=0)  # restarts after a failure, at most max_restarts
     run_id: Mapped[int] = mapped_column(Integer, default=0)  # DET_TRIAL_RUN_ID: +1 per allocation
     total_batches: Mapped[int] = mapped_column(BigInteger, default=0)  # highest steps_completed reported
     latest_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)

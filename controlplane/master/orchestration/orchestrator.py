@@ -410,15 +410,17 @@ class Orchestrator:
                 lifecycle.finish_trial(session, trial, T.COMPLETED, "its process exited 0")
                 outcome = "completed"
             else:
-                trial.restarts += 1
                 why = f"exit code {exit_code}" if exit_code is not None else (reason or "failed to start")
-                if trial.restarts > cfg_max_restarts:
+                # `restarts` counts restarts made, as Determined shows it: the failure that ends the
+                # trial is not one, so it stays at max_restarts.
+                if trial.restarts >= cfg_max_restarts:
                     if trial.state == T.QUEUED:
                         move(session, trial, T.RUNNING, "its allocation ran")
-                    lifecycle.finish_trial(session, trial, T.ERROR,
-                                           f"{why}; failed {trial.restarts} times (max_restarts {cfg_max_restarts})")
+                    lifecycle.finish_trial(session, trial, T.ERROR, f"{why}; failed {trial.restarts + 1} times "
+                                                                    f"(max_restarts {cfg_max_restarts})")
                     outcome = "errored"
                 else:
+                    trial.restarts += 1
                     if trial.state == T.RUNNING:
                         move(session, trial, T.QUEUED, f"{why}; restart {trial.restarts} of {cfg_max_restarts}")
                     lifecycle.queue_allocation(session, exp, trial, f"restart after {why}")

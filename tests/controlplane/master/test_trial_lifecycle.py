@@ -66,9 +66,11 @@ async def test_failed_trial_restarts_from_latest_checkpoint_until_max_restarts(a
     assert second.env["DET_LATEST_CHECKPOINT"] == ckpt and second.env["DET_STEPS_COMPLETED"] == "5"
     assert second.env["DET_TRIAL_RUN_ID"] == "2"
     await agent.start(second)
-    await agent.exit(second.allocation_id, 1)  # restart 2 > max_restarts 1
     trial = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"][0]
-    assert trial["state"] == "STATE_ERROR" and trial["restarts"] == 2
+    assert trial["state"] == "STATE_RUNNING" and trial["restarts"] == 1  # restarted once
+    await agent.exit(second.allocation_id, 1)  # a second failure: no restart left (max_restarts 1)
+    trial = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"][0]
+    assert trial["state"] == "STATE_ERROR" and trial["restarts"] == 1  # it restarted once, not twice
     assert (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]["state"] == "STATE_ERROR"
 
 

@@ -19,3 +19,35 @@ async def test_migrations_match_the_models(db_url):
     finally:
         await engine.dispose()
     assert diff == [], f"models and migrations disagree: {diff}"
+
+
+async def test_0010_counts_only_restarts_made(db_url):
+    """A trial that errored after 2 failures with max_restarts 1 restarted once; others keep theirs."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from controlplane.master.db.migrate import alembic_config
+
+    engine = make_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0009"))
+            await conn.execute(text(
+                "INSERT INTO users (id, username, password_hash, admin, active, role, created_at) VALUES "
+                "(99, 'u', '', false, true, 'user', CURRENT_TIMESTAMP)"))
+            await conn.execute(text(
+                "INSERT INTO experiments (id, name, description, labels, state, config, original_config, owner_id, "
+                "searcher_type, model_definition, context_hash, resource_pool, job_id, weight, queue_position, "
+                "progress, archived, notes, start_time) VALUES (1, 'e', '', '[]', 'ERROR', '{}', '', 99, 'random', "
+                "'', '', 'default', 'j', 1.0, 0, 0, false, '', CURRENT_TIMESTAMP)"))
+            for tid, state, restarts in ((1, "ERROR", 2), (2, "COMPLETED", 1), (3, "RUNNING", 0), (4, "ERROR", 0)):
+                await conn.execute(text(
+                    "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state, restarts, "
+                    "run_id, total_batches, runner_state, progress, start_time) VALUES (:id, 1, 'r', :task, '{}', 0, "
+                    ":state, :restarts, 1, 0, '', 0, CURRENT_TIMESTAMP)"),
+                    {"id": tid, "task": f"t{tid}", "state": state, "restarts": restarts})
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0010"))
+            rows = (await conn.execute(text("SELECT id, restarts FROM trials ORDER BY id"))).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(r) for r in rows] == [(1, 1), (2, 1), (3, 0), (4, 0)]
