@@ -97,6 +97,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     for warning in resp.get("warnings") or []:
         if warning == "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED":
             print("Warning: the experiment requests more slots than the cluster currently has.", file=sys.stderr)
+    for message in resp.get("warningMessages") or []:  # this master's own, in words
+        print(f"Warning: {message}", file=sys.stderr)
     if args.json:
         print_json(exp)
     else:

@@ -6,8 +6,26 @@ bounded at create (see ``sampling.grid_size``), and ``max_trials`` below it runs
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from controlplane.searchers.planned import PlannedSearcher
-from controlplane.searchers.sampling import Grid
+from controlplane.searchers.sampling import Grid, grid_size
+
+if TYPE_CHECKING:
+    from controlplane.config.experiment import ExperimentConfig
+
+
+def subset_warning(cfg: ExperimentConfig) -> str | None:
+    """What a user should hear at create when ``max_trials`` cuts the grid short (None otherwise):
+    the search is then not the grid they wrote."""
+    max_trials = cfg.searcher.max_trials
+    if cfg.searcher.name != "grid" or max_trials is None:
+        return None
+    size = grid_size(cfg.hyperparameters)
+    if max_trials >= size:
+        return None
+    return (f"searcher.max_trials: {max_trials} is below the grid's {size} points: only the first {max_trials} "
+            f"(in grid order) will be trained; raise max_trials to {size} to search the whole grid")
 
 
 class GridSearcher(PlannedSearcher):

@@ -38,14 +38,18 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
       status_code=200)
 async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
+    """``warnings`` is Determined's list of v1LaunchWarning values, which its client maps to fixed
+    texts (an unknown value breaks it), so what this master has to say goes in ``warningMessages``."""
     user = user_of(request)
     rt = runtime_of(request)
-    exp, saved = await create_experiment(rt, user, data)
+    created = await create_experiment(rt, user, data)
+    exp = created.exp
     trial_ids: list[int] = []
-    if saved:
+    if created.saved:
         async with rt.sessions() as session:
             exp, _, trial_ids = await _load(session, exp.id)
-    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": config_json(exp), "warnings": []}
+    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": config_json(exp), "warnings": [],
+            "warningMessages": list(created.warnings)}
 
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])

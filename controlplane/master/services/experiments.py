@@ -35,6 +35,7 @@ from controlplane.master.services.context import build_archive
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.base import make_searcher
+from controlplane.searchers.grid import subset_warning
 from controlplane.searchers.sampling import grid_size
 from controlplane.state import experiment as E
 
@@ -45,6 +46,14 @@ class Prepared:
     text: str  # the config as the user sent it
     archive: bytes
     digest: str
+    warnings: tuple[str, ...] = ()  # accepted, but not what the user may think they asked for
+
+
+@dataclass(frozen=True)
+class Created:
+    exp: Experiment
+    saved: bool  # False for validateOnly
+    warnings: tuple[str, ...]
 
 
 def body_field(body: Any, camel: str, default: Any = None) -> Any:
@@ -149,7 +158,11 @@ def prepare(settings: MasterSettings, raw_config: Any, model_definition: Any,
     except RecursionError as e:  # a guard: depth is bounded before anything recursive runs
         raise _invalid("nested too deeply", template) from e
     archive, digest = build_archive(model_definition)
-    return Prepared(cfg, text, archive, digest)
+    return Prepared(cfg, text, archive, digest, create_warnings(parse_experiment_config(cfg)))
+
+
+def create_warnings(cfg: ExperimentConfig) -> tuple[str, ...]:
+    return tuple(w for w in (subset_warning(cfg),) if w)
 
 
 def _check_shape(rt: MasterRuntime, cfg: dict) -> None:
@@ -169,8 +182,9 @@ def _template_name(body: Any) -> str | None:
     return given[0] if given else None
 
 
-async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> tuple[Experiment, bool]:
-    """Returns (experiment, saved). With validateOnly nothing is stored."""
+async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> Created:
+    """The experiment, whether it was saved (with validateOnly nothing is stored), and the
+    warnings to show its creator."""
     name = _template_name(body)
     template = NamedTemplate(name, await templates.config_for_experiment(rt, name)) if name else None
     prepared = await anyio.to_thread.run_sync(
@@ -194,7 +208,7 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> t
     )
     if body_field(body, "validateOnly", False):
         exp.id = 0
-        return exp, False
+        return Created(exp, False, prepared.warnings)
     async with rt.orchestrator.transaction() as session:
         session.add(exp)
         await session.flush()
@@ -202,4 +216,4 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> t
         if activate:
             await rt.orchestrator.begin_experiment(session, exp)
     rt.orchestrator.wake()
-    return exp, True
+    return Created(exp, True, prepared.warnings)

@@ -70,3 +70,19 @@ def test_snapshot_restore_continues_identically():
     rest, shutdowns = run_to_end(restored, first)
     assert signature(rest) == signature(straight)
     assert shutdowns == [Shutdown(failure=False)]
+
+
+def test_a_grid_cut_short_by_max_trials_is_told_at_create():
+    from controlplane.searchers.grid import subset_warning
+
+    # (searcher fields, warning): the test grid has 12 points
+    cases = [
+        ({"max_trials": 4}, "searcher.max_trials: 4 is below the grid's 12 points: only the first 4 (in grid order) "
+                            "will be trained; raise max_trials to 12 to search the whole grid"),
+        ({"max_trials": 12}, None),
+        ({"max_trials": 50}, None),
+        ({}, None),
+    ]
+    for fields, warning in cases:
+        assert subset_warning(config("grid", **fields)) == warning, fields
+    assert subset_warning(config("random", max_trials=4)) is None
