@@ -25,6 +25,7 @@ import bisect
 import math
 import random
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from controlplane.searchers.sampling import sample
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig, SearcherConfig
+    from controlplane.searchers.progress import TrialProgress
 
 # The metric an exited trial is ranked with (Determined's ashaExitedMetricValue): worse than any.
 EXITED = sys.float_info.max
@@ -143,9 +145,13 @@ class Bracket:
     def exited_early(self, request_id: str) -> None:
         self.rungs[self.trial_rungs.get(request_id, 0)].insert(request_id, EXITED)
 
-    def progress(self) -> float:
+    def progress(self, failed: bool = False) -> float:
         # Determined's: trials in the first rung against 120% of max_trials, or the exited share
-        # once every trial has reached it.
+        # once every trial has reached it. For a search that failed (no trial completed), only
+        # trials that reached the first rung with a metric count: exits are not progress then.
+        if failed:
+            reached = sum(1 for value, _ in self.rungs[0].metrics if value != EXITED)
+            return min(reached / (1.2 * self.max_trials), 1.0)
         seen = len(self.rungs[0].metrics)
         done = seen / (1.2 * self.max_trials)
         if seen >= self.max_trials:
@@ -244,10 +250,13 @@ class AshaSearcher(Searcher):
             actions.append(Shutdown(failure="completed" not in self.outcomes.values()))
         return actions
 
-    def progress(self) -> float:
-        if self.shut_down:
+    def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:
+        """The brackets' own progress (trial reports are not needed); 1 once the search is done,
+        unless it ended without one trial completing (the experiment's ERROR keeps what it reached)."""
+        failed = self.shut_down and "completed" not in self.outcomes.values()
+        if self.shut_down and not failed:
             return 1.0
-        return sum(b.progress() for b in self.brackets) / len(self.brackets)
+        return sum(b.progress(failed) for b in self.brackets) / len(self.brackets)
 
     def snapshot(self) -> dict:
         return {"brackets": [b.snapshot() for b in self.brackets], "created": self.created,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig
+    from controlplane.searchers.progress import TrialProgress
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ OUTCOMES = ("completed", "errored", "canceled")
 
 
 class Searcher(ABC):
+    uses_trial_progress = False  # whether progress() reads the trials' training (else it ignores it)
+
     @abstractmethod
     def initial_actions(self) -> list[Action]: ...
 
@@ -50,7 +54,10 @@ class Searcher(ABC):
     def on_trial_exited(self, request_id: str, outcome: str) -> list[Action]: ...
 
     @abstractmethod
-    def progress(self) -> float: ...
+    def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:
+        """0..1, the searcher's completed units over its total. ``trials``: what each trial (by
+        request id) has trained, for searchers that count it; a searcher never reaches 1 by
+        failing, so an experiment that ends in ERROR keeps the progress it reached."""
 
     @abstractmethod
     def snapshot(self) -> dict: ...

@@ -2,21 +2,26 @@
 
 Creates up to ``max_concurrent_trials`` trials (0 means no limit), one more each time one
 exits, until ``total`` exist; shuts down when every created trial has exited, with
-``failure`` when none completed. Validation metrics do not change the plan.
+``failure`` when none completed. Validation metrics do not change the plan. Progress is the
+trials' training over ``total`` trials of the full length (``progress.py``).
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from controlplane.searchers.base import Action, Create, Searcher, Shutdown, rng_from_state, rng_state
+from controlplane.searchers.progress import TrialProgress, length_in_batches
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig
 
 
 class PlannedSearcher(Searcher):
+    uses_trial_progress = True
+
     def __init__(self, cfg: ExperimentConfig) -> None:
         self.cfg = cfg
         self.rng = random.Random(cfg.reproducibility.experiment_seed)
@@ -62,9 +67,17 @@ class PlannedSearcher(Searcher):
         self.outcomes[request_id] = outcome
         return self._fill()
 
-    def progress(self) -> float:
+    def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:
+        """Each trial's fraction of the length (a completed one whole) summed over ``total()``
+        trials: a trial that failed counts what it trained, not a whole trial."""
         total = self.total()
-        return len(self.outcomes) / total if total else 1.0
+        if not total:
+            return 1.0
+        trials = trials or {}
+        length = length_in_batches(self.cfg.searcher)
+        done = sum(1.0 if self.outcomes.get(r) == "completed" else trials.get(r, TrialProgress()).fraction(length)
+                   for r in [*self.outcomes, *self.live])
+        return min(done / total, 1.0)
 
     def snapshot(self) -> dict:
         return {"created": self.created, "live": list(self.live), "outcomes": dict(self.outcomes),

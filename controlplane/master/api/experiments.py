@@ -21,6 +21,7 @@ from controlplane.master.api.serializers import config_json, experiment_json, me
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Metric, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.orchestration import progress
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
 
@@ -35,6 +36,13 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
     return exp, username, trial_ids
 
 
+async def _json(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict]:
+    """One experiment, and its answer with its progress as of now."""
+    exp, username, trial_ids = await _load(session, exp_id)
+    done = await progress.of_experiments(session, [exp])
+    return exp, experiment_json(exp, username, trial_ids, done[exp.id])
+
+
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
       status_code=200)
 async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
@@ -43,12 +51,11 @@ async def create(request: Request, data: CreateExperimentRequest) -> dict[str, A
     user = user_of(request)
     rt = runtime_of(request)
     created = await create_experiment(rt, user, data)
-    exp = created.exp
-    trial_ids: list[int] = []
+    out = experiment_json(created.exp, user.username, [])
     if created.saved:
         async with rt.sessions() as session:
-            exp, _, trial_ids = await _load(session, exp.id)
-    return {"experiment": experiment_json(exp, user.username, trial_ids), "config": config_json(exp), "warnings": [],
+            _, out = await _json(session, created.exp.id)
+    return {"experiment": out, "config": config_json(created.exp), "warnings": [],
             "warningMessages": list(created.warnings)}
 
 
@@ -73,15 +80,16 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
             for exp_id, tid in (await session.execute(select(Trial.experiment_id, Trial.id)
                                                       .where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
                 trials[exp_id].append(tid)
-    return {"experiments": [experiment_json(e, u, trials[e.id]) for e, u in rows],
+        done = await progress.of_experiments(session, [e for e, _ in rows])
+    return {"experiments": [experiment_json(e, u, trials[e.id], done[e.id]) for e, u in rows],
             "pagination": pagination(offset, limit, total or 0, len(rows))}
 
 
 @get("/api/v1/experiments/{exp_id:int}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
 async def get_experiment(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
-        exp, username, trial_ids = await _load(session, exp_id)
-    return {"experiment": experiment_json(exp, username, trial_ids), "jobSummary": None, "config": config_json(exp)}
+        exp, out = await _json(session, exp_id)
+    return {"experiment": out, "jobSummary": None, "config": config_json(exp)}
 
 
 async def _validation_summaries(session: AsyncSession, trial_ids: list[int], metric: str,

@@ -20,6 +20,7 @@ from controlplane.master.api.serializers import experiment_json, pagination
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Instance, Trial, User
 from controlplane.master.errors import NotFound
+from controlplane.master.orchestration import progress
 from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
 from controlplane.master.services.experiment_requests import PatchExperimentRequest
@@ -59,7 +60,8 @@ async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset =
         raise NotFound(f"resourcePool: pool {pool!r} not found")
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt, pool)
-    jobs = [{"full": svc.job_json(row, rt, ahead)} for ahead, row in enumerate(rows)]
+        done = await progress.of_experiments(session, [row.exp for row in rows])
+    jobs = [{"full": svc.job_json(row, rt, ahead, done[row.exp.id])} for ahead, row in enumerate(rows)]
     if order_by == "ORDER_BY_DESC":
         jobs.reverse()
     page = jobs[offset:offset + page_limit(limit)]
@@ -107,7 +109,7 @@ async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchEx
         username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
         trial_ids = list((await session.scalars(select(Trial.id).where(Trial.experiment_id == exp_id)
                                                 .order_by(Trial.id))).all())
-        out = experiment_json(exp, username, trial_ids)
+        out = experiment_json(exp, username, trial_ids, (await progress.of_experiments(session, [exp]))[exp.id])
     rt.orchestrator.wake()
     return {"experiment": out}
 

@@ -25,7 +25,8 @@ def config_json(exp: Experiment) -> dict:
     return redact_config(exp.config)
 
 
-def experiment_json(exp: Experiment, username: str, trial_ids: list[int]) -> dict:
+def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None) -> dict:
+    """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event."""
     return {
         "id": exp.id,
         "name": exp.name,
@@ -48,7 +49,7 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int]) -> dic
         "endTime": iso(exp.end_time),
         "username": username,
         "userId": exp.owner_id,
-        "progress": exp.progress,
+        "progress": exp.progress if progress is None else progress,
         "resourcePool": exp.resource_pool,
         "notes": exp.notes,
         "parentArchived": False,

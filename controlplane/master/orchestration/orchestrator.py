@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
-from controlplane.master.orchestration import gang, lifecycle, rendezvous, searcher_runtime, snapshot
+from controlplane.master.orchestration import gang, lifecycle, progress, rendezvous, searcher_runtime, snapshot
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
@@ -319,7 +319,7 @@ class Orchestrator:
             elif isinstance(action, Shutdown):
                 shutdown, failure = True, action.failure
         searcher_runtime.save(exp, searcher, shutdown=shutdown, failure=failure)
-        exp.progress = searcher.progress()
+        exp.progress = await progress.of_searcher(session, exp, searcher)
 
     async def _pause_trial(self, session: AsyncSession, trial: Trial) -> None:
         alloc = await lifecycle.live_allocation(session, trial.id)

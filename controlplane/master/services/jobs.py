@@ -61,7 +61,7 @@ async def job_rows(session: AsyncSession, rt: MasterRuntime, pool: str | None = 
     return sorted(rows, key=lambda r: _sort_key(r, rt))
 
 
-def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int) -> dict:
+def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float) -> dict:
     exp = row.exp
     pool = rt.settings.pool(exp.resource_pool)
     return {
@@ -69,7 +69,7 @@ def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int) -> dict:
         "submissionTime": iso(exp.start_time), "username": row.username, "userId": exp.owner_id,
         "resourcePool": exp.resource_pool, "isPreemptible": True,
         "priority": job_priority(exp, pool.policy if pool else None), "weight": exp.weight,
-        "requestedSlots": row.requested, "allocatedSlots": row.allocated, "progress": exp.progress,
+        "requestedSlots": row.requested, "allocatedSlots": row.allocated, "progress": progress,
         "workspaceId": 1,
         "summary": {"state": "STATE_SCHEDULED" if row.scheduled else "STATE_QUEUED", "jobsAhead": jobs_ahead},
     }
