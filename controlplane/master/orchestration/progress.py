@@ -9,6 +9,7 @@ reached. The orchestrator also stores it (``experiments.progress``) at each sear
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from sqlalchemy import select
@@ -19,6 +20,8 @@ from controlplane.master.orchestration import searcher_runtime
 from controlplane.searchers.base import Searcher
 from controlplane.searchers.progress import TrialProgress
 from controlplane.state import experiment as E
+
+log = logging.getLogger(__name__)
 
 
 async def trial_progress(session: AsyncSession, exp_ids: Sequence[int]) -> dict[int, dict[str, TrialProgress]]:
@@ -40,8 +43,27 @@ async def of_searcher(session: AsyncSession, exp: Experiment, searcher: Searcher
     return searcher.progress((await trial_progress(session, [exp.id]))[exp.id])
 
 
+def _searcher(exp: Experiment) -> Searcher | None:
+    try:
+        return searcher_runtime.load(exp)
+    except (ValueError, KeyError, TypeError):  # ConfigError is a ValueError
+        # A stored config this version no longer reads must not fail a whole listing: the value
+        # stored at its last searcher event stands in.
+        log.warning("experiment %s: searcher not loadable, showing its stored progress", exp.id, exc_info=True)
+        return None
+
+
 async def of_experiments(session: AsyncSession, exps: Sequence[Experiment]) -> dict[int, float]:
     """Every experiment's progress, with one read of the trials of those that need it."""
-    searchers = {e.id: searcher_runtime.load(e) for e in exps if e.state != E.COMPLETED}
-    trials = await trial_progress(session, [i for i, s in searchers.items() if s.uses_trial_progress])
-    return {e.id: searchers[e.id].progress(trials.get(e.id)) if e.id in searchers else 1.0 for e in exps}
+    searchers = {e.id: _searcher(e) for e in exps if e.state != E.COMPLETED}
+    trials = await trial_progress(session, [i for i, s in searchers.items() if s is not None and s.uses_trial_progress])
+    out = {}
+    for e in exps:
+        searcher = searchers.get(e.id)
+        if e.state == E.COMPLETED:
+            out[e.id] = 1.0
+        elif searcher is None:
+            out[e.id] = e.progress
+        else:
+            out[e.id] = searcher.progress(trials.get(e.id))
+    return out

@@ -83,3 +83,17 @@ async def test_a_restarted_trial_resumes_its_count(api):
     await agent.start(again)
     await report_batches(api, again, 8)
     assert await shown(api, exp_id) == pytest.approx(0.8)
+
+
+async def test_a_config_this_version_cannot_read_does_not_fail_the_listing(api):
+    from sqlalchemy import update
+
+    from controlplane.master.db.models import Experiment
+
+    exp_id = await create_experiment(api)
+    async with api.rt.sessions.begin() as session:
+        await session.execute(update(Experiment).where(Experiment.id == exp_id).values(
+            config={"searcher": {"name": "retired"}}, progress=0.4))
+    r = await api.get("/api/v1/experiments")
+    assert r.status_code == 200, r.text
+    assert [e["progress"] for e in r.json()["experiments"]] == [0.4]  # the one stored at its last event
