@@ -53,7 +53,9 @@ async def resolve(session: AsyncSession, ref: str, field: str) -> Experiment:
         exp = await session.get(Experiment, exp_id)
         if exp is not None:
             return exp
-    elif len(ref) < MIN_PREFIX:
-        raise BadRequest(f"{field}: {ref!r} is too short to name a job: give its full id or at least "
-                         f"{MIN_PREFIX} of its first characters")
+    if len(ref) < MIN_PREFIX:
+        # Digits may have meant a job id's first characters: say what would name it.
+        no_experiment = f"no experiment has id {exp_id}, and " if exp_id is not None else ""
+        raise BadRequest(f"{field}: {no_experiment}{ref!r} is too short to name a job: give its full id or at "
+                         f"least {MIN_PREFIX} of its first characters")
     raise NotFound(f"{field}: job {ref} not found")

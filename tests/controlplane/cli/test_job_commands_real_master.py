@@ -58,10 +58,12 @@ def test_the_seeds_short_ids_name_jobs(three_jobs, det):
 
 
 def test_too_short_an_id_names_the_field(three_jobs, det):
-    r = det("job", "update", three_jobs[0][:7], "--priority", "5")
+    r = det("job", "update", "abcdef1", "--priority", "5")
     assert r.rc == 1
-    assert r.err.strip() == (f"Error: updates[0].jobId: {three_jobs[0][:7]!r} is too short to name a job: give "
-                             "its full id or at least 8 of its first characters")
+    assert r.err.strip() == ("Error: updates[0].jobId: 'abcdef1' is too short to name a job: give its full id or at "
+                             "least 8 of its first characters")
+    r = det("job", "update", three_jobs[0][:7], "--priority", "5")
+    assert r.rc == 1 and r.err.startswith("Error: updates[0].jobId: ") and "is too short to name a job" in r.err
 
 
 def test_update_batch_is_all_or_nothing(three_jobs, det):

@@ -41,10 +41,15 @@ async def test_a_prefix_under_8_characters_is_a_400_naming_the_field(api):
     a = await create_experiment(api, one_trial())
     b = await create_experiment(api, one_trial())
     ids = await job_ids(api)
-    r = await update(api, jobId=ids[a][:7], priority=3)
+    r = await update(api, jobId="abcdef1", priority=3)
     assert r.status_code == 400
-    assert r.json()["message"] == (f"updates[0].jobId: {ids[a][:7]!r} is too short to name a job: give its full id "
+    assert r.json()["message"] == ("updates[0].jobId: 'abcdef1' is too short to name a job: give its full id "
                                    "or at least 8 of its first characters")
+    r = await update(api, jobId=ids[a][:7], priority=3)  # whatever its characters, digits included
+    assert r.status_code == 400 and "is too short to name a job" in r.json()["message"]
+    r = await update(api, jobId="4242", priority=3)  # digits name an experiment id first
+    assert r.status_code == 400
+    assert r.json()["message"].startswith("updates[0].jobId: no experiment has id 4242, and '4242' is too short")
     r = await update(api, jobId=ids[a], behindOf=ids[b][:4])
     assert r.status_code == 400 and r.json()["message"].startswith("updates[0].behindOf: ")
     r = await update(api, jobId=ids[a], aheadOf="x")

@@ -4,8 +4,6 @@ priority makes it give way when the pool is full (the scheduler decides, the que
 
 from __future__ import annotations
 
-import asyncio
-
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import FakeAgent, create_experiment
 from tests.controlplane.master.test_allocations_rendezvous import task_headers
@@ -89,5 +87,4 @@ async def test_ahead_of_a_running_job_of_equal_priority_preempts_it(api):
         (x, "STATE_SCHEDULED"), (y, "STATE_QUEUED")]
     # Y, now behind X, waits: it never preempts X back.
     await api.rt.orchestrator.tick()
-    await asyncio.sleep(0)
     assert not await preempt_signal(api, x_start)
