@@ -86,6 +86,18 @@ def write_private_text(path: Path, text: str) -> None:
     os.chmod(path, 0o600)
 
 
+def make_host_dir(path: Path, owner: tuple[int, int] | None) -> None:
+    """Creates a shared_fs host_path that does not exist yet, owned by the task's uid (an existing
+    one is left as it is). Not "is_dir() then mkdir()": the agents of one machine start a gang's
+    ranks at the same moment, and the agent that lost that race failed the whole gang (EEXIST)."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        return
+    if owner is not None:
+        os.chown(path, *owner)
+
+
 def cuda_visible_devices(slot_ids: list[int], slots: list[Slot]) -> str:
     by_id = {s.id: s for s in slots}
     ids = [i for i in slot_ids if i in by_id and by_id[i].type == "cuda"]

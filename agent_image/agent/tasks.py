@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlplane.wire.agent_protocol import Slot, StartTask, TaskExited, TaskStarted
+from controlplane.wire.agent_protocol import LogLine, Slot, StartTask, TaskExited, TaskLogs, TaskStarted
 
 from .context_cache import ContextCache
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
 from .safe_untar import safe_extract
 from .sandbox import INFO_DIR, RESOURCES_TYPE, WORKDIR, Mount, Sandbox, block_sigterm, chown_tree, shared_fs_mount
-from .task_setup import build_command, build_env, check_executable, write_info_files
+from .task_setup import build_command, build_env, check_executable, make_host_dir, write_info_files
 
 _PR_SET_PDEATHSIG = 1
 
@@ -208,10 +208,7 @@ class TaskRunner:
         shared = shared_fs_mount(msg.trial_info)
         owner = self._sandbox.owner
         if shared is not None:
-            if not shared.source.is_dir():
-                shared.source.mkdir(parents=True)
-                if owner is not None:
-                    os.chown(shared.source, *owner)
+            make_host_dir(shared.source, owner)
             mounts.append(shared)
         if owner is not None:  # the task runs as this uid: give it its workdir and info files
             chown_tree(context_dir, *owner)
@@ -292,6 +289,10 @@ class TaskRunner:
                 proc = await self._spawn(msg, task_dir, handle)
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the master
                 log.warning("task %s failed to start: %s", alloc, exc)
+                # In the trial's logs too: a gang that stops here has no process output to say why.
+                self._outbox.put(TaskLogs(allocation_id=alloc, lines=[LogLine(
+                    timestamp=time.time(), message=f"det-agent {self._agent_id}: the task failed to start: {exc}",
+                    stdtype="stderr", level="LOG_LEVEL_ERROR")]))
                 self._outbox.put(TaskExited(allocation_id=alloc, exit_code=None, reason=f"failed to start: {exc}"))
                 return
             if proc is None:

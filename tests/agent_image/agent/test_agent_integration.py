@@ -136,6 +136,10 @@ async def test_start_failure_is_reported(master: FakeMaster, start_agent: AgentF
     done = await master.wait_until(lambda: exited(master, "noexec"))
     assert done.exit_code is None and done.reason.startswith("failed to start:")
     assert not master.of_type(TaskStarted)
+    # the trial's logs say why, since no process printed anything
+    [line] = lines_of(master, "noexec")
+    assert "the task failed to start" in line.message and "/nonexistent/binary" in line.message
+    assert (line.stdtype, line.level) == ("stderr", "LOG_LEVEL_ERROR")
 
 
 async def test_kill_task_within_grace_and_escalation(master: FakeMaster, start_agent: AgentFactory) -> None:

@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from agent_image.agent.task_setup import build_command, build_env, write_info_files
+from agent_image.agent.task_setup import build_command, build_env, make_host_dir, write_info_files
 from agent_image.agent.tasks import exit_code_of
 from controlplane.wire.agent_protocol import Slot, StartTask
 
@@ -109,3 +109,27 @@ def test_legacy_trial_entrypoint_runs_the_harness_or_the_torch_launcher(tmp_path
     assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=2) == [
         "bash", "-c",
         "source ./startup-hook.sh && exec python3 -m launchers.torch_distributed --trial model_def:MyTrial"]
+
+
+def test_a_host_path_another_agent_creates_at_the_same_moment_is_used(tmp_path, monkeypatch):
+    """Two agents of one machine start a gang's ranks together: each finds the shared_fs host_path
+    missing and creates it; the one that comes second must go on (it failed the gang with EEXIST)."""
+    host_path = tmp_path / "checkpoints"
+    real_mkdir = Path.mkdir
+
+    def other_agent_first(self: Path, *args: object, **kwargs: object) -> None:
+        if self == host_path and not self.exists():
+            real_mkdir(self, parents=True)  # the other agent wins the race
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", other_agent_first)
+    make_host_dir(host_path, None)
+    assert host_path.is_dir()
+
+
+def test_a_new_host_path_is_given_to_the_tasks_user_and_an_existing_one_is_left_alone(tmp_path, monkeypatch):
+    chowned: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(os, "chown", lambda path, uid, gid: chowned.append((str(path), uid, gid)))
+    make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
+    make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
+    assert chowned == [(str(tmp_path / "new" / "ckpts"), 65534, 65534)]
