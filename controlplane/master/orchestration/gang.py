@@ -44,12 +44,18 @@ def mark_started(alloc: Allocation, agent_id: str) -> bool:
     return _update(alloc, agent_id, started=True) is not None
 
 
-def mark_exited(alloc: Allocation, agent_id: str, exit_code: int | None) -> bool:
-    """Records one rank's exit; False when that rank already exited (a repeated message)."""
+MAX_REASON = 500  # characters of an agent's exit reason kept per rank
+
+
+def mark_exited(alloc: Allocation, agent_id: str, exit_code: int | None, reason: str = "") -> bool:
+    """Records one rank's exit and the agent's reason; False when that rank already exited (a
+    repeated message)."""
     current = next((r for r in resources_of(alloc) if r["agent_id"] == agent_id), None)
     if current is None or current.get("exited"):
         return False
-    _update(alloc, agent_id, exited=True, exit_code=exit_code)
+    # The gang's first failure is its cause; the ranks then killed for it only follow.
+    first = exit_code != 0 and not any(r.get("first_failure") for r in resources_of(alloc))
+    _update(alloc, agent_id, exited=True, exit_code=exit_code, reason=reason[:MAX_REASON], first_failure=first)
     return True
 
 
@@ -57,12 +63,24 @@ def all_exited(alloc: Allocation) -> bool:
     return all(r.get("exited") for r in resources_of(alloc))
 
 
+def _first_failure(alloc: Allocation) -> dict | None:
+    """The rank that failed first (rows from before that was recorded: the lowest failed rank)."""
+    ranks = sorted(resources_of(alloc), key=lambda r: r["rank"])
+    return (next((r for r in ranks if r.get("first_failure")), None)
+            or next((r for r in ranks if r.get("exited") and r.get("exit_code") != 0), None))
+
+
 def gang_exit_code(alloc: Allocation) -> int | None:
-    """0 when every rank exited 0, else the first failure (None: a rank could not start)."""
-    for r in sorted(resources_of(alloc), key=lambda r: r["rank"]):
-        if r.get("exit_code") != 0:
-            return r.get("exit_code")
-    return 0
+    """0 when every rank exited 0, else the first failure's (None: a rank could not start)."""
+    failed = _first_failure(alloc)
+    return 0 if failed is None else failed.get("exit_code")
+
+
+def gang_exit_reason(alloc: Allocation) -> str:
+    """The agent's reason for the failure gang_exit_code names ("failed to start: ..."), so the
+    trial says why the gang stopped rather than that its other ranks were then killed."""
+    failed = _first_failure(alloc)
+    return "" if failed is None else str(failed.get("reason") or "")
 
 
 def live_agents(alloc: Allocation) -> list[str]:

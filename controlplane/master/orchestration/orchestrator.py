@@ -232,13 +232,16 @@ class Orchestrator:
     async def task_exited(self, agent_id: str, msg: wire.TaskExited) -> None:
         async with self.transaction() as session:
             alloc = await session.get(Allocation, msg.allocation_id)
-            if alloc is None or alloc.state == A.TERMINATED or not gang.mark_exited(alloc, agent_id, msg.exit_code):
+            if (alloc is None or alloc.state == A.TERMINATED
+                    or not gang.mark_exited(alloc, agent_id, msg.exit_code, msg.reason)):
                 return  # a repeat (sent again after a reconnect) or a stale allocation
             if not gang.all_exited(alloc):
                 if msg.exit_code != 0:  # one rank failed: the gang stops together
-                    self._kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}")
+                    why = f" ({msg.reason})" if msg.reason else ""
+                    self._kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}{why}")
                 return
-            await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc), msg.reason, agent_lost=False)
+            await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc),
+                                         gang.gang_exit_reason(alloc) or msg.reason, agent_lost=False)
         self.wake()
 
     async def agent_interrupted(self, agent_id: str, reason: str) -> None:

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from controlplane.master.db.models import Trial
+from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Conflict
 from controlplane.master.principals import TaskPrincipal
 from controlplane.master.services import fencing
@@ -234,3 +234,24 @@ async def test_the_write_itself_refuses_a_superseded_run(api):
     rows = (await api.get(f"/api/v1/trials/{trial}/metrics")).json()["metrics"]
     assert [m["stepsCompleted"] for m in rows] == [5]
     assert "x\n" not in (await api.get(f"/api/v1/trials/{trial}/logs")).text
+
+
+async def test_a_gang_whose_rank_failed_to_start_ends_with_that_reason(api):
+    """The other ranks are then killed; the allocation's end says why the gang stopped, not "killed"."""
+    a1, a2 = FakeAgent(api.rt, "agent-1", slots=2), FakeAgent(api.rt, "agent-2", slots=2)
+    await a1.register()
+    await a2.register()
+    config = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}, "resources": {"slots_per_trial": 4},
+              "max_restarts": 0}
+    exp_id = await create_experiment(api, config)
+    r0, r1 = await a1.next_message(), await a2.next_message()
+    await a1.start(r0)
+    await api.rt.orchestrator.task_exited("agent-2", wire.TaskExited(
+        r1.allocation_id, None, "failed to start: [Errno 17] File exists: '/ckpts'"))
+    kill = await a1.next_message()
+    assert isinstance(kill, wire.KillTask)
+    await api.rt.orchestrator.task_exited("agent-1", wire.TaskExited(r0.allocation_id, 143, "killed"))
+    assert await trial_states(api, exp_id) == ["STATE_ERROR"]
+    async with api.rt.sessions() as session:
+        alloc = await session.get(Allocation, r0.allocation_id)
+    assert alloc.exit_reason.startswith("failed to start: [Errno 17] File exists"), alloc.exit_reason
