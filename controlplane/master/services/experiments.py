@@ -105,14 +105,18 @@ def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
         raise ConfigError("searcher.max_concurrent_trials",
                           f"0 (no limit) would start all {total} trials at once, over the limit of {limit}; "
                           "set a limit")
-    if isinstance(built := make_searcher(cfg), AshaSearcher):
+    try:
+        built = make_searcher(cfg)
+    except (ArithmeticError, ValueError, IndexError) as e:
+        raise ConfigError("searcher", f"the searcher cannot start with these hyperparameters: {e}") from e
+    if isinstance(built, AshaSearcher):
         first = sum(b.initial() for b in built.brackets)  # counted, not built
         if first > limit:
             raise ConfigError("searcher.max_concurrent_trials",
                               f"{searcher.max_concurrent_trials} would start {first} trials at once, over the "
                               f"limit of {limit}; set a lower limit")
     try:
-        make_searcher(cfg).initial_actions()
+        built.initial_actions()
     except (ArithmeticError, ValueError, IndexError) as e:
         raise ConfigError("searcher", f"the searcher cannot start with these hyperparameters: {e}") from e
 
