@@ -105,3 +105,17 @@ def local_cluster(db_url, tmp_path):
         det("deploy", "local", "down", "--data-dir", str(c.data_dir), env=c.env, check=False, timeout=120)
         for pid in processes_mentioning(str(c.data_dir)):
             kill_if_alive(pid)
+
+
+@pytest.fixture(scope="session")
+def determined_venv() -> Path:
+    """The real determined==0.38.1 client's venv (built once, cached under .cache/)."""
+    from tests.support.determined_venv import ensure_determined_venv
+
+    return ensure_determined_venv()
+
+
+@pytest.fixture(scope="session")
+def determined_cli(determined_venv: Path) -> Path:
+    """The real 0.38.1 ``det``."""
+    return determined_venv / "bin" / "det"

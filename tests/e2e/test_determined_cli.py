@@ -6,25 +6,8 @@ import json
 import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
-from tests.e2e.conftest import EXAMPLE, ROOT
-
-DETERMINED_VERSION = "0.38.1"
-VENV = ROOT / ".cache" / f"determined-{DETERMINED_VERSION}-venv"
-
-
-@pytest.fixture(scope="session")
-def determined_cli() -> Path:
-    det = VENV / "bin" / "det"
-    if not det.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "python"), "-m", "pip", "install", "-q",
-                        f"determined=={DETERMINED_VERSION}"], check=True, timeout=900)
-    return det
+from tests.e2e.conftest import EXAMPLE
 
 
 def test_determined_cli_create_list_describe_logs(local_cluster, determined_cli, tmp_path):
