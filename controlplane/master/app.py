@@ -21,6 +21,7 @@ from controlplane.master.db.models import ClusterInfo
 from controlplane.master.errors import ApiError, error_body
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
+from controlplane.master.services.workspaces import own_defaults
 from controlplane.master.settings import MasterSettings
 from controlplane.state.machine import IllegalTransition
 from controlplane.version import __version__
@@ -110,6 +111,7 @@ async def _bootstrap(rt: MasterRuntime) -> None:
             session.add(info)
         rt.cluster_id = info.cluster_id
         await ensure_default_users(session)
+        await own_defaults(session)
 
 
 async def start_runtime(rt: MasterRuntime) -> None:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, get, post
+from litestar.params import QueryParameter
 from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,8 +23,12 @@ from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Metric, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.orchestration import progress
+from controlplane.master.services import workspaces
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
+
+ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2**31 - 1,
+                                                   description="only this project's experiments; 0: all")]
 
 
 async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # noqa: ANN001
@@ -40,7 +45,8 @@ async def _json(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict]:
     """One experiment, and its answer with its progress as of now."""
     exp, username, trial_ids = await _load(session, exp_id)
     done = await progress.of_experiments(session, [exp])
-    return exp, experiment_json(exp, username, trial_ids, done[exp.id])
+    names = await workspaces.project_names(session, {exp.project_id})
+    return exp, experiment_json(exp, username, trial_ids, done[exp.id], names.get(exp.project_id))
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
@@ -61,7 +67,7 @@ async def create(request: Request, data: CreateExperimentRequest) -> dict[str, A
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
 async def list_experiments(request: Request, limit: ListLimit = 200, offset: ListOffset = 0,
-                           archived: bool | None = None) -> dict[str, Any]:
+                           archived: bool | None = None, project_id: ProjectQuery = None) -> dict[str, Any]:
     users = request.query_params.getall("users", [])
     if any("\x00" in u or len(u) > 255 for u in users):
         raise BadRequest("users: a username has at most 255 characters and no NUL")
@@ -70,6 +76,8 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
         q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
         if archived is not None:
             q = q.where(Experiment.archived.is_(archived))
+        if project_id:  # Determined's 0: every project
+            q = q.where(Experiment.project_id == project_id)
         if users:
             q = q.where(User.username.in_(users))
         total = await session.scalar(select(func.count()).select_from(q.subquery()))
@@ -81,7 +89,9 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
                                                       .where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
                 trials[exp_id].append(tid)
         done = await progress.of_experiments(session, [e for e, _ in rows])
-    return {"experiments": [experiment_json(e, u, trials[e.id], done[e.id]) for e, u in rows],
+        names = await workspaces.project_names(session, {e.project_id for e, _ in rows})
+    return {"experiments": [experiment_json(e, u, trials[e.id], done[e.id], names.get(e.project_id))
+                            for e, u in rows],
             "pagination": pagination(offset, limit, total or 0, len(rows))}
 
 

@@ -23,6 +23,7 @@ from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import progress
 from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
+from controlplane.master.services import workspaces
 from controlplane.master.services.experiment_requests import PatchExperimentRequest
 
 SCHEDULER_TYPES = {"priority": "SCHEDULER_TYPE_PRIORITY", "fair_share": "SCHEDULER_TYPE_FAIR_SHARE"}
@@ -109,7 +110,9 @@ async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchEx
         username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
         trial_ids = list((await session.scalars(select(Trial.id).where(Trial.experiment_id == exp_id)
                                                 .order_by(Trial.id))).all())
-        out = experiment_json(exp, username, trial_ids, (await progress.of_experiments(session, [exp]))[exp.id])
+        names = await workspaces.project_names(session, {exp.project_id})
+        out = experiment_json(exp, username, trial_ids, (await progress.of_experiments(session, [exp]))[exp.id],
+                              names.get(exp.project_id))
     rt.orchestrator.wake()
     return {"experiment": out}
 

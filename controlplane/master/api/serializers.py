@@ -14,6 +14,7 @@ from controlplane.master.redaction import redact_config, redact_yaml_text
 
 if TYPE_CHECKING:
     from controlplane.master.services.models import ModelView, VersionView
+    from controlplane.master.services.workspaces import ProjectNames
 
 
 def pagination(offset: int, limit: int, total: int, count: int) -> dict:
@@ -25,8 +26,10 @@ def config_json(exp: Experiment) -> dict:
     return redact_config(exp.config)
 
 
-def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None) -> dict:
-    """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event."""
+def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
+                    project: ProjectNames | None = None) -> dict:
+    """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event.
+    ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out."""
     return {
         "id": exp.id,
         "name": exp.name,
@@ -39,11 +42,11 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         "jobId": exp.job_id,
         "numTrials": len(trial_ids),
         "trialIds": trial_ids,
-        "projectId": 1,
-        "projectOwnerId": 1,
-        "workspaceId": 1,
-        "workspaceName": "Uncategorized",
-        "projectName": "Uncategorized",
+        "projectId": project.project_id if project else 1,
+        "projectOwnerId": project.project_owner_id if project else 1,
+        "workspaceId": project.workspace_id if project else 1,
+        "workspaceName": project.workspace_name if project else "Uncategorized",
+        "projectName": project.project_name if project else "Uncategorized",
         "searcherType": exp.searcher_type,
         "startTime": iso(exp.start_time),
         "endTime": iso(exp.end_time),

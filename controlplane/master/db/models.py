@@ -87,6 +87,7 @@ class Experiment(Base):
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     max_slots: Mapped[int | None] = mapped_column(Integer, nullable=True)
     queue_position: Mapped[float] = mapped_column(Float, default=0.0)  # lower runs first among equals
+    project_id: Mapped[int] = mapped_column(Integer, default=1, server_default="1", index=True)  # projects.id
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     notes: Mapped[str] = mapped_column(Text, default="")
@@ -156,6 +157,8 @@ class Agent(Base):
     connected: Mapped[bool] = mapped_column(Boolean, default=False)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    # det slot disable: slot id (str) -> True when draining (running work finishes), False when disabled
+    disabled_slots: Mapped[dict] = mapped_column(JSON, default=dict, server_default="{}")
     registered_at: Mapped[datetime] = _ts()
     last_seen: Mapped[datetime] = _ts()
 
@@ -311,3 +314,32 @@ class Template(Base):
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     created_at: Mapped[datetime] = _ts()
     updated_at: Mapped[datetime] = _ts()
+
+
+class Workspace(Base):
+    """Determined's workspaces: ``Uncategorized`` (id 1, immutable) and those users create."""
+
+    __tablename__ = "workspaces"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(80))
+    name_key: Mapped[str] = mapped_column(String(80), unique=True)  # lower-cased: unique regardless of case
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), nullable=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _ts()
+
+
+class Project(Base):
+    """A workspace's projects; every experiment is in one (``Uncategorized``, id 1, by default)."""
+
+    __tablename__ = "projects"
+    __table_args__ = (UniqueConstraint("workspace_id", "name"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(80))
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    key: Mapped[str] = mapped_column(String(5), unique=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), nullable=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    immutable: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _ts()

@@ -30,7 +30,7 @@ from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import templates
+from controlplane.master.services import templates, workspaces
 from controlplane.master.services.context import build_archive
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
@@ -211,9 +211,12 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
         archived=False, notes="", start_time=utcnow(),
     )
     if body_field(body, "validateOnly", False):
+        async with rt.sessions() as session:  # a config naming no existing project is refused here too
+            exp.project_id = await workspaces.project_for_experiment(session, cfg, body_field(body, "projectId"))
         exp.id = 0
         return Created(exp, False, prepared.warnings)
     async with rt.orchestrator.transaction() as session:
+        exp.project_id = await workspaces.project_for_experiment(session, cfg, body_field(body, "projectId"))
         session.add(exp)
         await session.flush()
         record_initial(session, exp, "created" if activate else "created paused")
