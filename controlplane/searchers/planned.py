@@ -67,6 +67,16 @@ class PlannedSearcher(Searcher):
         self.outcomes[request_id] = outcome
         return self._fill()
 
+    def reopen(self, request_ids: list[str]) -> list[Action]:
+        """Determined's ContinueExperiment: these exited trials run again, and the search shuts down
+        when they (and any it still had to create) have exited; the actions are what it does now."""
+        for request_id in request_ids:
+            self.outcomes.pop(request_id, None)
+            if request_id not in self.live:
+                self.live.append(request_id)
+        self.shut_down = False
+        return self._fill()
+
     def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:
         """Each trial's fraction of the length (a completed one whole) summed over ``total()``
         trials: a trial that failed counts what it trained, not a whole trial."""

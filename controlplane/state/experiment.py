@@ -10,6 +10,9 @@ STOPPING_ERROR = "STOPPING_ERROR"
 COMPLETED = "COMPLETED"
 CANCELED = "CANCELED"
 ERROR = "ERROR"
+# `det experiment delete`: its checkpoints' files are deleted, then its rows; a failure is kept.
+DELETING = "DELETING"
+DELETE_FAILED = "DELETE_FAILED"
 
 EXPERIMENT = StateMachine(
     "experiment",
@@ -36,6 +39,16 @@ EXPERIMENT = StateMachine(
             ERROR: "a finishing trial failed past max_restarts and nothing else runs",
         },
         STOPPING_ERROR: {ERROR: "every trial has stopped", STOPPING_KILLED: "killed while stopping"},
+        # Out of an end, only by a user's request (Determined's ContinueExperiment and DeleteExperiment).
+        COMPLETED: {ACTIVE: "a user continued it: its unfinished trials run again",
+                    DELETING: "a user deleted it"},
+        CANCELED: {ACTIVE: "a user continued it: its unfinished trials run again",
+                   DELETING: "a user deleted it"},
+        ERROR: {ACTIVE: "a user continued it: its unfinished trials run again",
+                DELETING: "a user deleted it"},
+        DELETING: {DELETE_FAILED: "some of its checkpoints' files could not be deleted (kept, retried)"},
+        DELETE_FAILED: {DELETING: "a user deleted it again"},
     },
-    terminal={COMPLETED, CANCELED, ERROR},
+    terminal={COMPLETED, CANCELED, ERROR, DELETING, DELETE_FAILED},
+    reopened_to={ACTIVE, DELETING, DELETE_FAILED},
 )

@@ -14,11 +14,15 @@ class IllegalTransition(RuntimeError):
 
 
 class StateMachine:
-    def __init__(self, name: str, edges: Mapping[str, Mapping[str, str]], terminal: set[str]) -> None:
-        """``edges[from][to]`` is a one-line comment on why that edge exists."""
+    def __init__(self, name: str, edges: Mapping[str, Mapping[str, str]], terminal: set[str],
+                 reopened_to: set[str] | None = None) -> None:
+        """``edges[from][to]`` is a one-line comment on why that edge exists. A terminal state is one
+        the system never leaves on its own; only a user's request leaves it (Determined's continue
+        and delete), and only towards a state of ``reopened_to``."""
         self.name = name
         self.edges = edges
         self.terminal = frozenset(terminal)
+        self.reopened_to = frozenset(reopened_to or ())
 
     def check(self, from_state: str, to_state: str) -> None:
         if to_state not in self.edges.get(from_state, {}):

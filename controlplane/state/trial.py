@@ -36,6 +36,11 @@ TRIAL = StateMachine(
         },
         STOPPING_KILLED: {CANCELED: "its process has exited"},
         STOPPING_COMPLETED: {COMPLETED: "its process has exited", STOPPING_KILLED: "killed while stopping"},
+        # Out of an end, only by a user continuing its experiment (Determined's ContinueExperiment).
+        COMPLETED: {QUEUED: "its experiment was continued: it resumes from its latest checkpoint"},
+        CANCELED: {QUEUED: "its experiment was continued: it resumes from its latest checkpoint"},
+        ERROR: {QUEUED: "its experiment was continued: it resumes from its latest checkpoint"},
     },
     terminal={COMPLETED, CANCELED, ERROR},
+    reopened_to={QUEUED},
 )

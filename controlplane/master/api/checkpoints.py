@@ -45,6 +45,16 @@ async def get_checkpoint(request: Request, ckpt_uuid: CheckpointUuid) -> dict[st
     return {"checkpoint": checkpoint_json(ckpt, config, validation)}
 
 
+@post("/api/v1/checkpoints/{checkpoint_uuid:str}/metadata", operation_id="PostCheckpointMetadata",
+      opt=opt(Action.EDIT), tags=["checkpoints"], status_code=200)
+async def post_metadata(request: Request, checkpoint_uuid: CheckpointUuid,
+                        data: svc.PostCheckpointMetadataRequest) -> dict[str, Any]:
+    """``checkpoint.add_metadata``: the checkpoint's metadata becomes the one sent (owner or admin)."""
+    ckpt, config, validation = await svc.set_metadata(runtime_of(request), principal_of(request), checkpoint_uuid,
+                                                      data)
+    return {"checkpoint": checkpoint_json(ckpt, config, validation)}
+
+
 def _sorted(rows: list, config: dict, sort_by: str | None, order_by: str | None) -> list:
     if sort_by == SORT_BY_SEARCHER_METRIC:
         s = config.get("searcher") or {}
@@ -98,4 +108,4 @@ async def delete_checkpoints(request: Request, data: svc.DeleteCheckpointsReques
     return {"deleted": report.deleted, "failed": report.failed}
 
 
-ROUTES = [report, get_checkpoint, experiment_checkpoints, trial_checkpoints, delete_checkpoints]
+ROUTES = [report, get_checkpoint, post_metadata, experiment_checkpoints, trial_checkpoints, delete_checkpoints]

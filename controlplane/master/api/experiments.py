@@ -26,6 +26,7 @@ from controlplane.master.orchestration import progress
 from controlplane.master.services import workspaces
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
+from controlplane.master.services.metric_reads import summary_metrics
 
 ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2**31 - 1,
                                                    description="only this project's experiments; 0: all")]
@@ -41,7 +42,7 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # n
     return exp, username, trial_ids
 
 
-async def _json(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict]:
+async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict]:
     """One experiment, and its answer with its progress as of now."""
     exp, username, trial_ids = await _load(session, exp_id)
     done = await progress.of_experiments(session, [exp])
@@ -60,7 +61,7 @@ async def create(request: Request, data: CreateExperimentRequest) -> dict[str, A
     out = experiment_json(created.exp, user.username, [])
     if created.saved:
         async with rt.sessions() as session:
-            _, out = await _json(session, created.exp.id)
+            _, out = await experiment_answer(session, created.exp.id)
     return {"experiment": out, "config": config_json(created.exp), "warnings": [],
             "warningMessages": list(created.warnings)}
 
@@ -98,7 +99,7 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
 @get("/api/v1/experiments/{exp_id:int}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
 async def get_experiment(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
-        exp, out = await _json(session, exp_id)
+        exp, out = await experiment_answer(session, exp_id)
     return {"experiment": out, "jobSummary": None, "config": config_json(exp)}
 
 
@@ -162,7 +163,8 @@ async def get_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
         s = exp.config.get("searcher") or {}
         best, latest = await _validation_summaries(session, [trial_id], s.get("metric", ""),
                                                    bool(s.get("smaller_is_better", True)))
-    return {"trial": trial_json(trial, exp.config, best.get(trial_id), latest.get(trial_id))}
+        summary = await summary_metrics(session, trial_id)
+    return {"trial": trial_json(trial, exp.config, best.get(trial_id), latest.get(trial_id), summary)}
 
 
 async def owned_experiment(request: Request, exp_id: int, action: Action) -> Experiment:

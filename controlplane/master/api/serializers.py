@@ -11,6 +11,7 @@ from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
 from controlplane.master.redaction import redact_config, redact_yaml_text
+from controlplane.master.services.experiment_changes import active_config
 
 if TYPE_CHECKING:
     from controlplane.master.services.models import ModelView, VersionView
@@ -22,8 +23,9 @@ def pagination(offset: int, limit: int, total: int, count: int) -> dict:
 
 
 def config_json(exp: Experiment) -> dict:
-    """The top-level ``config`` of create and get answers."""
-    return redact_config(exp.config)
+    """The top-level ``config`` of create and get answers: the active config (``det e set
+    priority`` shows in it, as in Determined's)."""
+    return redact_config(active_config(exp))
 
 
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
@@ -37,7 +39,7 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         "labels": list(exp.labels or []),
         "state": f"STATE_{exp.state}",
         "archived": exp.archived,
-        "config": redact_config(exp.config),
+        "config": redact_config(active_config(exp)),
         "originalConfig": redact_yaml_text(exp.original_config, exp.config),
         "jobId": exp.job_id,
         "numTrials": len(trial_ids),
@@ -66,7 +68,8 @@ def _searcher_metric(exp_config: dict) -> tuple[str, bool]:
 
 
 def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = None,
-               latest_validation: dict | None = None) -> dict:
+               latest_validation: dict | None = None, summary_metrics: dict | None = None) -> dict:
+    """``summaryMetrics`` only where the caller computed it (one trial: ``services/metric_reads.py``)."""
     out = {
         "id": trial.id,
         "experimentId": trial.experiment_id,
@@ -89,6 +92,8 @@ def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = No
         out["bestValidation"] = best_validation
     if latest_validation is not None:
         out["latestValidation"] = latest_validation
+    if summary_metrics is not None:
+        out["summaryMetrics"] = summary_metrics
     return out
 
 

@@ -37,6 +37,10 @@ class CheckpointGcLoop:
         could not all be deleted): retry them."""
         self._drain_due = True
 
+    def reopened(self, exp_id: int) -> None:
+        """A user continued the experiment: collect it again when it ends again."""
+        self._collected.discard(exp_id)
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="checkpoint-gc")
 

@@ -43,8 +43,9 @@ ORPHAN_GRACE_S = 5.0
 
 
 def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None:
-    """A user's pause/activate of an experiment in a state that does not allow it: 409 naming the state."""
-    if not E.EXPERIMENT.allowed(exp.state, to_state):
+    """A user's pause/activate of an experiment in a state that does not allow it: 409 naming the state.
+    An ended experiment is never paused or activated (only continued or deleted)."""
+    if E.EXPERIMENT.is_terminal(exp.state) or not E.EXPERIMENT.allowed(exp.state, to_state):
         from controlplane.master.errors import Conflict
 
         raise Conflict(f"state: experiment {exp.id} is {exp.state} and cannot be {verb}; only {rule}")

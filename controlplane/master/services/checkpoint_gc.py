@@ -132,6 +132,25 @@ async def request_deletion(rt: MasterRuntime, uuids: list[str], user: AuthedUser
     return marked
 
 
+async def mark_experiment(session, exp_id: int, reason: str) -> list[str]:  # noqa: ANN001
+    """Inside a caller's transaction (deleting the experiment): mark every checkpoint of it whose
+    files may still exist and return all that are not deleted yet (marked now or before).
+    Refused while any of them is in the model registry: a model version would lose its files."""
+    from controlplane.master.errors import Conflict
+
+    rows = list((await session.scalars(select(Checkpoint).where(
+        Checkpoint.experiment_id == exp_id, Checkpoint.state != DELETED).with_for_update())).all())
+    registered = sorted({c.uuid for c in rows} & await registered_checkpoint_uuids(session))
+    if registered:
+        raise Conflict(f"checkpoints: {', '.join(registered[:5])} of experiment {exp_id} "
+                       f"{'is' if len(registered) == 1 else 'are'} in the model registry; delete the model "
+                       "version first")
+    for c in rows:
+        if c.state != DELETING:
+            _mark(session, c, reason)
+    return [c.uuid for c in rows]
+
+
 async def drain(rt: MasterRuntime, only: set[str] | None = None) -> DrainReport:
     """Delete the files of every marked checkpoint (or of `only`), then record each as deleted."""
     report = DrainReport()

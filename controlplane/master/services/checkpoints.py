@@ -49,6 +49,20 @@ class ReportCheckpointRequest(msgspec.Struct, rename="camel", kw_only=True):
     storage_id: Id | None = None
 
 
+class CheckpointMetadataPatch(msgspec.Struct, rename="camel", kw_only=True):
+    """The part of Determined's ``v1Checkpoint`` that ``checkpoint.add_metadata`` changes (the SDK
+    sends the whole message with empty other fields; they are ignored)."""
+
+    uuid: CheckpointUuid | None = None
+    metadata: dict[str, Any] = {}
+
+
+class PostCheckpointMetadataRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1PostCheckpointMetadataRequest``: the checkpoint's new metadata, whole."""
+
+    checkpoint: CheckpointMetadataPatch
+
+
 class DeleteCheckpointsRequest(msgspec.Struct, rename="camel", kw_only=True):
     """``det checkpoint rm``: Determined's ``v1DeleteCheckpointsRequest``."""
 
@@ -143,6 +157,27 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
             if current is None or steps >= current.steps_completed:
                 trial.latest_checkpoint = data.uuid
             trial.total_batches = max(trial.total_batches, steps)
+
+
+async def set_metadata(rt: MasterRuntime, principal: Principal, ckpt_uuid: str,
+                       data: PostCheckpointMetadataRequest) -> tuple[Checkpoint, dict | None, dict | None]:
+    """``checkpoint.add_metadata`` / ``remove_metadata``: the metadata becomes the one sent (as in
+    Determined), by the owner of the checkpoint's experiment or an admin; what the answer needs."""
+    from controlplane.master.authz import Action, require_owner
+
+    if data.checkpoint.uuid and data.checkpoint.uuid != ckpt_uuid:
+        raise BadRequest(f"checkpoint.uuid: {data.checkpoint.uuid!r} is not the checkpoint of the path ({ckpt_uuid})")
+    metadata = plain_json(data.checkpoint.metadata, "checkpoint.metadata")
+    async with rt.sessions.begin() as session:
+        ckpt = await session.get(Checkpoint, ckpt_uuid, with_for_update=True)
+        if ckpt is None:
+            raise NotFound(f"checkpoint {ckpt_uuid} not found")
+        exp = await session.get(Experiment, ckpt.experiment_id) if ckpt.experiment_id is not None else None
+        # A checkpoint whose experiment is gone has no owner left: only an admin may change it.
+        require_owner(principal, Action.EDIT, exp.owner_id if exp is not None else -1, f"checkpoint {ckpt_uuid}")
+        ckpt.metadata_ = metadata
+        validation = await _validation_at(session, ckpt.trial_id, ckpt.steps_completed)
+        return ckpt, (exp.config if exp is not None else None), validation
 
 
 async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:  # noqa: ANN001

@@ -121,8 +121,17 @@ def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
         raise ConfigError("searcher", f"the searcher cannot start with these hyperparameters: {e}") from e
 
 
+def with_default_storage(settings: MasterSettings, raw: dict) -> dict:
+    """Determined's merge of the cluster's ``checkpoint_storage`` under the experiment's: a block
+    with only ``save_*`` keys (what ``det e create --test`` sends) or the same ``type`` takes the
+    rest from the cluster's; another ``type`` is kept whole (``config/merge.py``)."""
+    if not isinstance(raw.get("checkpoint_storage"), dict):
+        return raw
+    return merge_template(raw, {"checkpoint_storage": settings.default_checkpoint_storage()})
+
+
 def _final_config(settings: MasterSettings, raw: dict) -> dict:
-    cfg = parse_experiment_config(raw).to_dict()
+    cfg = parse_experiment_config(with_default_storage(settings, raw)).to_dict()
     if not cfg.get("checkpoint_storage"):
         storage = settings.default_checkpoint_storage()
         for key, default in (("save_experiment_best", 0), ("save_trial_best", 1), ("save_trial_latest", 1)):

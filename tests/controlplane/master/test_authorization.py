@@ -167,7 +167,7 @@ def path_values(work: Work) -> dict[str, str]:
         "alloc_id": work.alloc_id, "allocation_id": work.alloc_id, "resources_id": "0", "task_id": work.task_id,
         "agent_id": "agent-1", "ckpt_uuid": work.ckpt, "checkpoint_uuid": work.ckpt, "pool_name": "default",
         "resource_pool": "default", "name": work.model, "model_name": work.model, "number": "1",
-        "version": "1", "job_id": work.job_id, "template_name": work.template,
+        "version": "1", "job_id": work.job_id, "template_name": work.template, "label": "needs-review",
     }
 
 
@@ -176,6 +176,9 @@ def special_body(method: str, path: str, work: Work) -> Any:
     metric = {"stepsCompleted": 6, "metrics": {"avgMetrics": {"loss": 0.4}}}
     return {
         ("DELETE", "/api/v1/checkpoints"): {"checkpointUuids": [work.spare_ckpt]},
+        ("POST", "/api/v1/experiments/continue"): {"id": work.exp_id},
+        ("POST", "/api/v1/checkpoints/{checkpoint_uuid}/metadata"): {
+            "checkpoint": {"uuid": work.ckpt, "metadata": {"steps_completed": 4, "note": "kept"}}},
         ("POST", "/api/v1/checkpoints"): {
             "uuid": str(uuid.uuid4()), "taskId": work.task_id, "allocationId": work.alloc_id,
             "state": "STATE_COMPLETED", "resources": {}, "metadata": {"steps_completed": 6},
@@ -265,8 +268,9 @@ def calls_for(app, work: Work) -> list[Call]:  # noqa: ANN001
             for name in re.findall(r"\{(\w+)\}", path):
                 assert name in values, f"no sample value for path parameter {name} of {method} {path}: add one"
                 url = url.replace("{" + name + "}", values[name])
-            params = {p["name"]: QUERY[p["name"]] for p in op.get("parameters", [])
-                      if p.get("in") == "query" and p["name"] in QUERY}
+            query = {**QUERY, "trialIds": str(work.trial_id), "group": "validation"}
+            params = {p["name"]: query[p["name"]] for p in op.get("parameters", [])
+                      if p.get("in") == "query" and p["name"] in query}
             body = special_body(method, path, work)
             if body is None and "requestBody" in op:
                 content = op["requestBody"].get("content", {})
