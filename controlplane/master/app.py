@@ -19,6 +19,7 @@ from controlplane.master.db.engine import make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
 from controlplane.master.errors import ApiError, error_body
+from controlplane.master.log_ring import LogRing
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
 from controlplane.master.services.workspaces import own_defaults
@@ -116,6 +117,8 @@ async def _bootstrap(rt: MasterRuntime) -> None:
 
 async def start_runtime(rt: MasterRuntime) -> None:
     """Migrations, cluster identity, default users, then the orchestrator's loop."""
+    if rt.log_ring is not None:
+        rt.log_ring.install()
     await _bootstrap(rt)
     await rt.orchestrator.start()
     if rt.autoscaler is not None:
@@ -131,6 +134,8 @@ async def stop_runtime(rt: MasterRuntime) -> None:
     await rt.orchestrator.stop()
     await rt.metric_writer.stop()
     await rt.engine.dispose()
+    if rt.log_ring is not None:
+        rt.log_ring.uninstall()
 
 
 # Database drivers and SQLAlchemy log every statement with its parameters (DEBUG, INFO): stored
@@ -153,6 +158,7 @@ def create_app(settings: MasterSettings) -> Litestar:
     rt = MasterRuntime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
                        master_id=str(uuid.uuid4()))
     rt.hub = AgentHub()
+    rt.log_ring = LogRing(secrets=(settings.join_token,))
     rt.orchestrator = Orchestrator(rt)
     from controlplane.master.autoscaling import service as autoscaling
 

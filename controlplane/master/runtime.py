@@ -13,6 +13,7 @@ from controlplane.master.settings import MasterSettings
 if TYPE_CHECKING:
     from controlplane.master.autoscaling.service import AutoscalerService
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
+    from controlplane.master.log_ring import LogRing
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
     from controlplane.master.services.metric_writer import MetricWriter
@@ -55,3 +56,4 @@ class MasterRuntime:
     checkpoint_gc: CheckpointGcLoop = field(init=False)
     metric_writer: MetricWriter = field(init=False)
     autoscaler: AutoscalerService | None = None  # None when no pool has a provider
+    log_ring: LogRing | None = None  # the master's recent log lines (det master logs), while it runs

@@ -174,13 +174,18 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> V1Age
     for s in agent.slots or []:
         device_type = "TYPE_CUDA" if s.get("type") == "cuda" else "TYPE_CPU"
         alloc = slot_use.get(s["id"])
+        off = (agent.disabled_slots or {}).get(str(s["id"]))  # None: enabled; True: draining; False: disabled
         slots[str(s["id"])] = V1Slot(
             id=str(s["id"]),
             device=V1Device(id=s["id"], brand=s.get("brand", ""), uuid=s.get("uuid", ""), type=device_type),
-            enabled=agent.enabled, draining=agent.draining,
+            enabled=agent.enabled and off is None, draining=agent.draining or off is True,
             container=V1Container(id=alloc, state="STATE_RUNNING") if alloc else None)
         stats = type_stats.setdefault(device_type, V1TypeStats(states={}, total=0, disabled=0, draining=0))
         stats.total += 1
+        stats.disabled += int(not slots[str(s["id"])].enabled)
+        stats.draining += int(slots[str(s["id"])].draining)
+        if alloc:
+            stats.states["STATE_RUNNING"] = stats.states.get("STATE_RUNNING", 0) + 1
     return V1Agent(
         id=agent.id, registered_time=iso(agent.registered_at), last_seen=iso(agent.last_seen), connected=connected,
         slots=slots, resource_pools=[agent.resource_pool], enabled=agent.enabled, draining=agent.draining,
@@ -254,4 +259,62 @@ async def disable_agent(request: Request, agent_id: AgentId, data: ToggleAgentRe
     return await _set_enabled(request, agent_id, False, bool(data and data.drain))
 
 
-ROUTES = [agent_socket, list_agents, enable_agent, disable_agent]
+class DisableSlotRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's DisableSlotRequest: ``drain`` lets running work on the slot finish."""
+
+    drain: bool = False
+    agent_id: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    slot_id: Annotated[str, msgspec.Meta(max_length=32)] | None = None
+
+
+class SlotResponse(msgspec.Struct, rename="camel", kw_only=True):
+    slot: V1Slot
+
+
+SlotId = Annotated[int, Parameter(ge=0, le=2**31 - 1, description="the slot's id on its agent")]
+
+
+async def _set_slot(request: Request, agent_id: str, slot_id: int, enable: bool, drain: bool) -> SlotResponse:
+    """A disabled slot takes no new work (``orchestration/snapshot.py`` leaves it out); without
+    drain, work running on it is preempted (it checkpoints and resumes elsewhere)."""
+    user_of(request)
+    rt = runtime_of(request)
+    async with rt.orchestrator.transaction() as session:
+        agent = await session.get(Agent, agent_id)
+        if agent is None:
+            raise NotFound(f"agent {agent_id} not found")
+        if slot_id not in {s["id"] for s in agent.slots or []}:
+            raise NotFound(f"slot {slot_id} of agent {agent_id} not found")
+        off = dict(agent.disabled_slots or {})
+        if enable:
+            off.pop(str(slot_id), None)
+        else:
+            off[str(slot_id)] = drain
+        agent.disabled_slots = off
+        use = await _slot_use(session)
+        running = use.get(agent_id, {}).get(slot_id)
+        if not enable and not drain and running:
+            alloc = await session.get(Allocation, running)
+            if alloc is not None:
+                rt.orchestrator.request_preemption(alloc, f"slot {slot_id} of agent {agent_id} disabled")
+        out = agent_json(agent, use.get(agent_id, {}), agent_id in rt.hub.connections).slots[str(slot_id)]
+    rt.orchestrator.wake()
+    return SlotResponse(slot=out)
+
+
+@post("/api/v1/agents/{agent_id:str}/slots/{slot_id:int}/enable", operation_id="EnableSlot", tags=["agents"],
+      opt=opt(Action.ADMINISTER), status_code=200)
+async def enable_slot(request: Request, agent_id: AgentId, slot_id: SlotId) -> SlotResponse:
+    """The slot takes new work again."""
+    return await _set_slot(request, agent_id, slot_id, True, False)
+
+
+@post("/api/v1/agents/{agent_id:str}/slots/{slot_id:int}/disable", operation_id="DisableSlot", tags=["agents"],
+      opt=opt(Action.ADMINISTER), status_code=200)
+async def disable_slot(request: Request, agent_id: AgentId, slot_id: SlotId,
+                       data: DisableSlotRequest | None = None) -> SlotResponse:
+    """No new work on the slot; without drain, work running on it is preempted."""
+    return await _set_slot(request, agent_id, slot_id, False, bool(data and data.drain))
+
+
+ROUTES = [agent_socket, list_agents, enable_agent, disable_agent, enable_slot, disable_slot]

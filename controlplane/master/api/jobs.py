@@ -23,33 +23,35 @@ from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import progress
 from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
-from controlplane.master.services import workspaces
+from controlplane.master.services import paging, workspaces
+from controlplane.master.services import resource_pools as pools_svc
 from controlplane.master.services.experiment_requests import PatchExperimentRequest
+from controlplane.master.services.paging import Pagination
 
-SCHEDULER_TYPES = {"priority": "SCHEDULER_TYPE_PRIORITY", "fair_share": "SCHEDULER_TYPE_FAIR_SHARE"}
+
+class ResourcePoolsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    resource_pools: list[pools_svc.V1ResourcePool]
+    pagination: Pagination
 
 
 @get("/api/v1/resource-pools", operation_id="GetResourcePools", opt=opt(Action.VIEW), tags=["cluster"])
-async def resource_pools(request: Request) -> dict[str, Any]:
+async def resource_pools(request: Request, limit: ListLimit = 0, offset: ListOffset = 0) -> ResourcePoolsResponse:
+    """Every configured pool (a handful: the page is cut from master.yaml's list) with its live use."""
     rt = runtime_of(request)
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt)
+        aux = await svc.aux_running(session)
     out = []
     for pool in rt.settings.pools:
         conns = [c for c in rt.hub.connections.values() if c.pool == pool.name]
-        used = sum(r.allocated for r in rows if r.exp.resource_pool == pool.name)
-        out.append({
-            "name": pool.name, "description": pool.description, "type": "RESOURCE_POOL_TYPE_STATIC",
-            "numAgents": len(conns), "slotsAvailable": sum(len(c.slots) for c in conns), "slotsUsed": used,
-            "slotType": "TYPE_CUDA" if any(s.type == "cuda" for c in conns for s in c.slots) else "TYPE_CPU",
-            "schedulerType": SCHEDULER_TYPES[pool.policy.scheduler],
-            "schedulerFittingPolicy": f"FITTING_POLICY_{pool.policy.fitting_policy.upper()}",
-            "preemptible": pool.policy.preemption, "defaultComputePool": pool.name == rt.settings.default_resource_pool,
-            "defaultAuxPool": pool.name == rt.settings.default_aux_pool,
-            "maxAuxContainersPerAgent": pool.policy.max_zero_slot_per_agent, "auxContainersRunning": 0,
-            "provider": pool.provider.get("type", "") if pool.provider else "",
-        })
-    return {"resourcePools": out, "pagination": pagination(0, len(out), len(out), len(out))}
+        use = pools_svc.PoolUse(
+            agents=len(conns), slots=sum(len(c.slots) for c in conns),
+            slots_used=sum(r.allocated for r in rows if r.exp.resource_pool == pool.name),
+            aux_running=aux.get(pool.name, 0), cuda=any(s.type == "cuda" for c in conns for s in c.slots),
+            slots_per_agent=max((len(c.slots) for c in conns), default=0))
+        out.append(pools_svc.pool_json(rt.settings, pool, use))
+    page = out[offset:offset + page_limit(limit)]
+    return ResourcePoolsResponse(resource_pools=page, pagination=paging.pagination(offset, limit, len(out), len(page)))
 
 
 @get("/api/v1/job-queues-v2", operation_id="GetJobsV2", opt=opt(Action.VIEW), tags=["jobs"])

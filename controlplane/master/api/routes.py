@@ -22,6 +22,8 @@ from controlplane.master.api import (
 ALL = [
     info.get_info,
     info.get_master,
+    info.get_master_config,
+    info.master_logs,
     *users.ROUTES,
     experiments.create,
     experiments.list_experiments,

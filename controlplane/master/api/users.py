@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, patch, post
-from litestar.params import Parameter
+from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.authz import Action, opt
-from controlplane.master.services import auth
+from controlplane.master.services import auth, tokens
 from controlplane.master.services import users as svc
 from controlplane.master.services.token_cache import USER_TOKENS
 
@@ -120,5 +120,24 @@ async def set_password(request: Request, user_id: UserId,
         return svc.UserResponse(user=svc.v1_user(user))
 
 
+@get("/api/v1/tokens", operation_id="GetAccessTokens", opt=opt(Action.SIGNED_IN), tags=["tokens"])
+async def list_tokens(
+    request: Request,
+    offset: Annotated[int, Parameter(ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Parameter(ge=0, le=tokens.MAX_PAGE, description="0: the largest page")] = 0,
+    username: Annotated[str | None, Parameter(max_length=255, pattern=svc.NO_NUL)] = None,
+    show_inactive: Annotated[bool, QueryParameter(name="showInactive", description="also expired ones")] = False,
+    token_ids: Annotated[list[int] | None, QueryParameter(name="tokenIds", max_items=100)] = None,
+    sort_by: Annotated[str | None, QueryParameter(name="sortBy", max_length=64, pattern=r"^[A-Z_]*$")] = None,
+    order_by: Annotated[str | None, QueryParameter(name="orderBy", max_length=64, pattern=r"^[A-Z_]*$")] = None,
+) -> tokens.TokensResponse:
+    """One's own sessions (an admin: everyone's, or ``username``'s), without the token itself."""
+    me = user_of(request)
+    async with runtime_of(request).sessions() as session:
+        return await tokens.list_tokens(session, me, username=username, show_inactive=show_inactive,
+                                        token_ids=token_ids or [], sort_by=sort_by, order_by=order_by,
+                                        offset=offset, limit=limit)
+
+
 ROUTES = [login, logout, get_me, list_users, create_user, get_user, get_user_by_username, patch_user,
-          set_password]
+          set_password, list_tokens]

@@ -76,9 +76,11 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
             preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent,
             queue_position=exp.queue_position, submitted_at=_ts(exp.start_time)))
     flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
+    disabled = {a.id: a.disabled_slots or {} for a in flags.values()}
     agents = [
         AgentSnapshot(
-            agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
+            agent_id=c.agent_id, pool=c.pool,  # a disabled slot (det slot disable) takes no new work
+            slot_ids=tuple(s.id for s in c.slots if str(s.id) not in disabled.get(c.agent_id, {})),
             used_slot_ids=frozenset(used.get(c.agent_id, ())),
             schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
             zero_slot_tasks=zero_slot.get(c.agent_id, 0),

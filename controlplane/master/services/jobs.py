@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, iso
@@ -138,3 +138,12 @@ def shape_problem(rt: MasterRuntime, pool_name: str, slots_needed: int) -> str |
     if not agents:
         return None
     return shape_error(slots_needed, agents, pool_name)
+
+
+async def aux_running(session: AsyncSession) -> dict[str, int]:
+    """Zero-slot (aux) allocations placed or running, per pool."""
+    rows = (await session.execute(
+        select(Allocation.resource_pool, func.count()).where(
+            Allocation.state.in_((A.ASSIGNED, A.RUNNING)), Allocation.slots_needed == 0)
+        .group_by(Allocation.resource_pool))).all()
+    return {pool: n for pool, n in rows}

@@ -34,7 +34,8 @@ ONE_TRIAL = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trial
 MUTATING = {"POST", "PATCH", "PUT", "DELETE"}
 SESSION_ROUTES = {("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/logout")}
 CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models"),
-                 ("POST", "/api/v1/templates/{template_name}")}
+                 ("POST", "/api/v1/templates/{template_name}"), ("POST", "/api/v1/workspaces"),
+                 ("POST", "/api/v1/workspaces/{workspace_id}/projects")}
 UNAUTHENTICATED = {Action.PUBLIC, Action.AGENT}
 
 
@@ -89,6 +90,8 @@ class Work:
     model: str
     template: str
     task_token: str
+    workspace_id: int
+    project_id: int
 
 
 @dataclass
@@ -137,8 +140,15 @@ async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str
     template = f"{username}-template"
     r = await api.post(f"/api/v1/templates/{template}", headers=h, json={"config": {"max_restarts": 2}})
     assert r.status_code == 200, r.text
+    r = await api.post("/api/v1/workspaces", headers=h, json={"name": f"{username}-workspace"})
+    assert r.status_code == 200, r.text
+    workspace_id = r.json()["workspace"]["id"]
+    r = await api.post(f"/api/v1/workspaces/{workspace_id}/projects", headers=h, json={"name": "project"})
+    assert r.status_code == 200, r.text
+    project_id = r.json()["project"]["id"]
     me = (await api.get("/api/v1/me", headers=h)).json()["user"]
-    return Work(user_id=me["id"], username=username, exp_id=exp["id"], trial_id=trial_id,
+    return Work(workspace_id=workspace_id, project_id=project_id,
+                user_id=me["id"], username=username, exp_id=exp["id"], trial_id=trial_id,
                 alloc_id=start.allocation_id, task_id=start.task_id, job_id=exp["jobId"], ckpt=ckpt, spare_ckpt=spare,
                 model=model, template=template, task_token=start.session_token)
 
@@ -168,6 +178,7 @@ def path_values(work: Work) -> dict[str, str]:
         "agent_id": "agent-1", "ckpt_uuid": work.ckpt, "checkpoint_uuid": work.ckpt, "pool_name": "default",
         "resource_pool": "default", "name": work.model, "model_name": work.model, "number": "1",
         "version": "1", "job_id": work.job_id, "template_name": work.template, "label": "needs-review",
+        "workspace_id": str(work.workspace_id), "project_id": str(work.project_id), "slot_id": "0",
     }
 
 
@@ -316,8 +327,8 @@ def anonymous(call: Call, status: int) -> str | None:
 def viewer(call: Call, status: int) -> str | None:
     if (call.method, call.path) in SESSION_ROUTES or call.action in UNAUTHENTICATED:
         return None
-    if call.method in MUTATING or call.action is Action.READ_OWN:
-        return refuses(call, status, (403,), "a viewer may not change anything or read owner-only data (403)")
+    if call.method in MUTATING or call.action in (Action.READ_OWN, Action.ADMINISTER):
+        return refuses(call, status, (403,), "a viewer may not change anything or read owner- or admin-only data (403)")
     return refuses(call, status, tuple(range(200, 300)) + (404, 409), "a viewer may read (2xx)")
 
 
