@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+
+from controlplane.wire.agent_protocol import DEFAULT_ENVIRONMENT
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class AgentConfig:
     bwrap: str = "bwrap"
     hide: tuple[Path, ...] = ()  # paths tasks must not see, e.g. the master's data dir
     join_token_file: Path | None = None
+    # Task environments it offers besides "default" (its own interpreter): (name, venv dir or
+    # interpreter path), checked at start by environments.load_environments.
+    environments: tuple[tuple[str, Path], ...] = ()
 
     @property
     def ws_url(self) -> str:
@@ -69,7 +75,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bwrap", default="bwrap", help="the bubblewrap executable (a path or a name on PATH)")
     p.add_argument("--hide", action="append", default=[], metavar="PATH",
                    help="a path tasks must not see, e.g. the master's data dir (repeatable)")
+    p.add_argument("--environment", action="append", default=[], metavar="NAME=PATH",
+                   help="offer a task environment: tasks whose environment.image is NAME run with this "
+                        "virtualenv directory (or Python interpreter) first on PATH (repeatable; "
+                        f"{DEFAULT_ENVIRONMENT!r} is always this agent's own interpreter)")
     return p
+
+
+# An environment's name as environment.image gives it: Docker-image-like characters, no spaces.
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,254}")
+
+
+def parse_environments(specs: list[str]) -> tuple[tuple[str, Path], ...]:
+    """``NAME=PATH`` options as (name, absolute path); raises ValueError naming the bad one."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise ValueError(f"--environment {spec!r}: expected NAME=PATH")
+        if not ENVIRONMENT_NAME.fullmatch(name):
+            raise ValueError(f"--environment {spec!r}: a name is letters, digits and ._:/@+- "
+                             "(starting with a letter or digit)")
+        if name == DEFAULT_ENVIRONMENT:
+            raise ValueError(f"--environment {spec!r}: {DEFAULT_ENVIRONMENT!r} is always this agent's own "
+                             "interpreter; pick another name")
+        if name in out:
+            raise ValueError(f"--environment {name!r} is given twice")
+        out[name] = Path(path).expanduser().absolute()
+    return tuple(out.items())
 
 
 def _read_token(args: argparse.Namespace) -> str:
@@ -88,6 +121,10 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         parser.error("a join token is required (--join-token or --join-token-file)")
     if args.slots is not None and args.slots < 0:
         parser.error("--slots must be >= 0")
+    try:
+        environments = parse_environments(args.environment)
+    except ValueError as e:
+        parser.error(str(e))
     agent_id = args.agent_id or (_cloud_identity(args) if args.cloud != "none" else socket.gethostname())
     work_dir = Path(args.work_dir) if args.work_dir else Path.home() / ".local/share/controlplane-agent" / agent_id
     return AgentConfig(
@@ -105,6 +142,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         bwrap=args.bwrap,
         hide=tuple(Path(h).expanduser().resolve() for h in args.hide),
         join_token_file=Path(args.join_token_file).expanduser().resolve() if args.join_token_file else None,
+        environments=environments,
     )
 
 

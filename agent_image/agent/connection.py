@@ -259,6 +259,7 @@ class Connection:
             version=__version__,
             addresses=self._addresses,
             running=running,
+            environments=self._runner.environment_names(),
         )
         await ws.send(encode(reg).decode())
         while True:

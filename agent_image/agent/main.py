@@ -16,6 +16,7 @@ import sys
 from .addresses import local_addresses
 from .config import AgentConfig, parse_config
 from .connection import EXIT_TOKEN_REJECTED, Connection
+from .environments import load_environments
 from .outbox import Outbox
 from .runtime import task_sandbox
 from .slots import detect_slots
@@ -32,6 +33,8 @@ async def run_agent(cfg: AgentConfig) -> int:
     slots = detect_slots(cfg.slots, cfg.slot_type)
     log.info("agent %s: %d %s slot(s), pool %s", cfg.agent_id, len(slots), slots[0].type if slots else "-", cfg.pool)
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    environments = await asyncio.to_thread(load_environments, cfg.environments)  # refuses a broken one
+    log.info("agent %s offers environments: %s", cfg.agent_id, ", ".join(environments))
     sandbox = await asyncio.to_thread(task_sandbox, cfg)  # refuses to start without one (unless opted out)
     outbox = Outbox()
     conn: Connection | None = None
@@ -43,6 +46,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         outbox=outbox,
         cluster_id=lambda: conn.cluster_id if conn else "",
         sandbox=sandbox,
+        environments=environments,
     )
     conn = Connection(
         ws_url=cfg.ws_url,

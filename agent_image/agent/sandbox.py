@@ -16,6 +16,12 @@ root-only files such as ``/etc/shadow``. A non-root agent uses a user namespace 
 uid to uid 1000 inside; the task then holds exactly the agent user's rights on whatever is not
 hidden.
 
+A dropped uid could not enter a directory such as ``/root`` (0700) on its way to an interpreter
+installed there (pyenv's ``/root/.pyenv``): such a directory is covered by an empty tmpfs and only
+what tasks need is bound back into it, read-only: the agent's interpreter and the core API's
+package, and the task's environment (its venv, the base installation it links to, its
+``sys.path``).
+
 Signals: the agent kills a task by signalling its process group. bwrap does not forward signals
 and dies of a SIGTERM, which would SIGKILL the task (``--die-with-parent``) before its grace. So
 bwrap is started with SIGTERM blocked and the shim restores and unblocks it before exec, then says
@@ -109,7 +115,7 @@ def _host_root() -> list[str]:
     return args
 
 
-def _runtime_paths() -> list[Path]:
+def runtime_paths() -> list[Path]:
     """What the task needs from the host to run the agent's Python and the core API."""
     import controlplane
 
@@ -141,9 +147,12 @@ class Sandbox:
         """Host owner to give what the task must write (None: the agent's own user)."""
         return (self.task_uid, self.task_gid) if self.drops_root else None
 
-    def command(self, argv: Sequence[str], mounts: Sequence[Mount], cwd: str, ready_fd: int = -1) -> list[str]:
+    def command(self, argv: Sequence[str], mounts: Sequence[Mount], cwd: str, ready_fd: int = -1,
+                environment_paths: Sequence[Path] = ()) -> list[str]:
         """The bwrap command line that runs ``argv`` in ``cwd`` with ``mounts``. The shim writes
-        one byte to the inherited ``ready_fd`` once a SIGTERM would reach the task."""
+        one byte to the inherited ``ready_fd`` once a SIGTERM would reach the task.
+        ``environment_paths``: what the task's environment (environments.py) needs to be seen, its
+        venv and the base interpreter it links to, shown like the agent's own interpreter."""
         args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                 "--hostname", "task"]
         if self.drops_root:
@@ -163,7 +172,7 @@ class Sandbox:
                 args += ["--tmpfs", str(path)]
             else:
                 args += ["--ro-bind", "/dev/null", str(path)]
-        needed = _runtime_paths()
+        needed = sorted({*runtime_paths(), *(Path(os.path.realpath(p)) for p in environment_paths)})
         if self.drops_root:
             masks = sorted({a for p in needed if (a := _unsearchable_ancestor(p)) is not None})
             for mask in masks:

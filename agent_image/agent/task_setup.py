@@ -3,7 +3,8 @@
 Reproduces what Determined's ``prep_container`` + ``entrypoint.sh`` give a trial container
 (reference §4.1–4.3): ``DET_INFO_DIR`` names the info files (``/run/determined/info`` in the
 sandbox), the cwd is the unpacked context (``/run/determined/workdir`` in the sandbox),
-``startup-hook.sh`` is sourced by bash, and ``python3`` on ``PATH`` is the agent's own interpreter.
+``startup-hook.sh`` is sourced by bash, and ``python3`` on ``PATH`` is the task environment's
+(``environments.py``; ``default`` is the agent's own interpreter).
 The agent's join token never reaches a task's environment.
 """
 
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.wire.agent_protocol import Slot, StartTask
+
+from .environments import TaskEnvironment
 
 STARTUP_HOOK = "startup-hook.sh"
 SSH_KEY_FILE = "ssh/id_ed25519"
@@ -113,7 +116,10 @@ def build_env(
     slots: list[Slot],
     info_dir: Path,
     base: dict[str, str] | None = None,
+    environment: TaskEnvironment | None = None,
 ) -> dict[str, str]:
+    """The task's environment variables. ``environment``: the task environment it runs in
+    (None: the agent's own interpreter, without VIRTUAL_ENV)."""
     env = dict(os.environ if base is None else base)
     for name in AGENT_SECRETS:
         env.pop(name, None)
@@ -138,9 +144,17 @@ def build_env(
             "PYTHONUNBUFFERED": "1",
         }
     )
-    py_dir = os.path.dirname(sys.executable)
+    # The task's environment first on PATH: python3, pip and console scripts are its own.
+    py_dir = str(environment.bin_dir) if environment is not None else os.path.dirname(sys.executable)
     path = env.get("PATH", "")
     env["PATH"] = py_dir + (os.pathsep + path if path else "")
+    venv = environment.virtual_env if environment is not None else None
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+    else:  # the agent's own, inherited, names another interpreter's venv
+        env.pop("VIRTUAL_ENV", None)
+    if environment is not None and environment.python != Path(sys.executable):
+        env.pop("PYTHONHOME", None)  # the agent's, if any, is not the environment's
     return env
 
 

@@ -22,9 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controlplane.wire.agent_protocol import LogLine, Slot, StartTask, TaskExited, TaskLogs, TaskStarted
+from controlplane.wire.agent_protocol import (
+    DEFAULT_ENVIRONMENT,
+    LogLine,
+    Slot,
+    StartTask,
+    TaskExited,
+    TaskLogs,
+    TaskStarted,
+)
 
 from .context_cache import ContextCache
+from .environments import TaskEnvironment, default_environment
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
 from .safe_untar import safe_extract
@@ -112,6 +121,7 @@ class TaskRunner:
         outbox: Outbox,
         cluster_id: Callable[[], str],
         sandbox: Sandbox | None = None,
+        environments: dict[str, TaskEnvironment] | None = None,
     ) -> None:
         self._master_url = master_url
         self._agent_id = agent_id
@@ -121,6 +131,10 @@ class TaskRunner:
         self._cluster_id = cluster_id
         self._contexts = ContextCache(work_dir / "contexts")
         self._sandbox = sandbox
+        # What StartTask.environment may name; "default" (the agent's interpreter) is always there.
+        self._environments = environments or {}
+        if DEFAULT_ENVIRONMENT not in self._environments:
+            self._environments = {DEFAULT_ENVIRONMENT: default_environment(), **self._environments}
         self._tasks: dict[str, TaskHandle] = {}
         self._finished: list[str] = []
         self._cleanups: set[asyncio.Task[None]] = set()
@@ -130,6 +144,10 @@ class TaskRunner:
     # -- queries ---------------------------------------------------------------------------
     def running_ids(self) -> list[str]:
         return [a for a, h in self._tasks.items() if not h.done.is_set()]
+
+    def environment_names(self) -> list[str]:
+        """The environments it offers, ``default`` first."""
+        return [DEFAULT_ENVIRONMENT, *sorted(n for n in self._environments if n != DEFAULT_ENVIRONMENT)]
 
     # -- commands from the master ------------------------------------------------------------
     def start(self, msg: StartTask) -> None:
@@ -220,19 +238,21 @@ class TaskRunner:
 
     async def _spawn(self, msg: StartTask, task_dir: Path, handle: TaskHandle) -> asyncio.subprocess.Process | None:
         """The started process, or None when a kill arrived while preparing."""
+        environment = self.environment_for(msg)
         entry, mounts = await asyncio.to_thread(self._prepare, msg, task_dir)
         if handle.kill_requested:
             return None
         if self._sandbox is None:
             handle.ready.set()
-            return await self._exec(entry, task_dir / "context", self._env(msg, task_dir, sandboxed=False),
-                                    _die_with_agent)
-        env = self._env(msg, task_dir, sandboxed=True)
+            return await self._exec(entry, task_dir / "context",
+                                    self._env(msg, task_dir, environment, sandboxed=False), _die_with_agent)
+        env = self._env(msg, task_dir, environment, sandboxed=True)
         # "failed to start" as for a plain process, not an exit 127 from inside the sandbox
         check_executable(entry[0], task_dir / "context", env.get("PATH", ""))
         ready_r, ready_w = os.pipe()
         try:
-            argv = self._sandbox.command(entry, mounts, WORKDIR, ready_fd=ready_w)
+            argv = self._sandbox.command(entry, mounts, WORKDIR, ready_fd=ready_w,
+                                         environment_paths=environment.paths)
             proc = await self._exec(argv, task_dir, env, _sandboxed_preexec, pass_fds=(ready_w,))
         except BaseException:
             os.close(ready_r)
@@ -250,7 +270,16 @@ class TaskRunner:
         asyncio.create_task(wait_ready())  # noqa: RUF006 - ends with the sandbox's shim
         return proc
 
-    def _env(self, msg: StartTask, task_dir: Path, *, sandboxed: bool) -> dict[str, str]:
+    def environment_for(self, msg: StartTask) -> TaskEnvironment:
+        """The environment the task asks for; raises LookupError naming it when not offered here."""
+        found = self._environments.get(msg.environment)
+        if found is None:
+            raise LookupError(f"this agent offers no environment {msg.environment!r} "
+                              f"(it offers: {', '.join(sorted(self._environments))})")
+        return found
+
+    def _env(self, msg: StartTask, task_dir: Path, environment: TaskEnvironment, *,
+             sandboxed: bool) -> dict[str, str]:
         env = build_env(
             msg,
             master_url=self._master_url,
@@ -258,6 +287,7 @@ class TaskRunner:
             agent_id=self._agent_id,
             slots=self._slots,
             info_dir=Path(INFO_DIR) if sandboxed else task_dir / "info",
+            environment=environment,
         )
         if sandboxed:
             env["DET_RESOURCES_TYPE"] = RESOURCES_TYPE

@@ -2,7 +2,8 @@
 
 The lists come from `GET /api/v1/agents`, every page of it (offset/limit); an agent lost past its
 reconnect window is left out unless `--all` (`all=true`). `--json` prints a plain list (agents,
-or one object per slot) so scripts can `len()` it. `enable` is `POST /api/v1/agents/{id}/enable` (no body);
+or one object per slot) so scripts can `len()` it. Each agent's `environments` are the task
+environments it offers (what `environment.image` may name). `enable` is `POST /api/v1/agents/{id}/enable` (no body);
 `disable` is `POST /api/v1/agents/{id}/disable` with `{"drain": true|false}`.
 """
 
@@ -43,9 +44,10 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
         busy = sum(1 for s in slots.values() if isinstance(s, dict) and s.get("container"))
         rows.append([a.get("id"), render.format_time(a.get("registeredTime")), a.get("connected", ""),
                      len(slots), busy, ", ".join(a.get("resourcePools") or []), a.get("enabled", ""),
-                     a.get("draining", ""), ", ".join(a.get("addresses") or [])])
+                     a.get("draining", ""), ", ".join(a.get("addresses") or []),
+                     ", ".join(str(e) for e in a.get("environments") or [])])
     print(render.table(["Agent ID", "Registered Time", "Connected", "Slots", "Containers", "Resource Pool",
-                        "Enabled", "Draining", "Addresses"], rows))
+                        "Enabled", "Draining", "Addresses", "Environments"], rows))
     return 0
 
 

@@ -9,6 +9,11 @@ agent still has that many free slots and has not been excluded.
 
 Within a pass, free counts only go down (placements, reservations, exclusions), which is what
 makes the lazy heaps and the "hopeless" memo in priority.py sound.
+
+Environments: a request runs only on agents offering its environment (``Request.image``). For each
+environment that not every agent offers, the pool's Capacity keeps a view: a Capacity of just the
+agents offering it. A request is fitted in its own view; a placement, reservation or exclusion
+made through any view changes every view holding that agent, so all of them see one pool.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from controlplane.scheduler.environment import DEFAULT_IMAGE, Image
 from controlplane.scheduler.gang import fits_shapes
 from controlplane.scheduler.model import AgentSnapshot
 
@@ -25,7 +31,10 @@ Resources = tuple[tuple[str, tuple[int, ...]], ...]
 class Capacity:
     """Mutable working copy of one pool's schedulable agents for the length of one pass."""
 
-    def __init__(self, agents: Iterable[AgentSnapshot], fitting_policy: str = "best") -> None:
+    def __init__(self, agents: Iterable[AgentSnapshot], fitting_policy: str = "best",
+                 images: Iterable[Image] = ()) -> None:
+        """``images``: the environments the pass's requests ask for, each given a view."""
+        agents = [a for a in agents if a.schedulable]
         self.best = fitting_policy != "worst"
         self.free: dict[str, list[int]] = {}  # agents still usable this pass -> free slot ids, ascending
         self.size: dict[str, int] = {}  # every schedulable agent (excluded ones too) -> slot count
@@ -35,14 +44,26 @@ class Capacity:
         self._idle: dict[int, list[str]] = {}  # size -> heap of idle agent ids (lazy)
         self._idle_count: dict[int, int] = {}
         for a in agents:
-            if not a.schedulable:
-                continue
             k = len(a.slot_ids)
             self.free[a.agent_id] = sorted(s for s in a.slot_ids if s not in a.used_slot_ids)
             self.size[a.agent_id] = k
             self.count_by_size[k] = self.count_by_size.get(k, 0) + 1
         for agent_id in sorted(self.free):
             self._index(agent_id)
+        self._group: list[Capacity] = [self]  # this Capacity and its views: changes go to all
+        self._views: dict[Image, Capacity] = {}
+        for image in images:
+            offering = [a for a in agents if a.offers(image)]
+            if image not in self._views and len(offering) < len(agents):
+                view = Capacity(offering, fitting_policy)
+                view._group = self._group
+                self._group.append(view)
+                self._views[image] = view
+
+    def view(self, image: Image = DEFAULT_IMAGE) -> Capacity:
+        """The agents offering ``image`` (itself when every agent does). Only the images given
+        at construction have views; an image without one is offered by every agent."""
+        return self._views.get(image, self)
 
     # -- index upkeep ---------------------------------------------------------------------
     def _index(self, agent_id: str) -> None:
@@ -113,8 +134,14 @@ class Capacity:
 
     # -- changes ----------------------------------------------------------------------------
     def take(self, resources: Resources) -> None:
-        """Consume the given slots (a placement)."""
+        """Consume the given slots (a placement), in every view holding those agents."""
+        for cap in self._group:
+            cap._take(resources)
+
+    def _take(self, resources: Resources) -> None:
         for agent_id, slots in resources:
+            if agent_id not in self.free:
+                continue
             self._unindex(agent_id)
             taken = set(slots)
             self.free[agent_id] = [s for s in self.free[agent_id] if s not in taken]
@@ -122,7 +149,12 @@ class Capacity:
 
     def exclude(self, agent_ids: Iterable[str]) -> None:
         """Withdraw agents from the rest of this pass: held for a blocked head of the queue, or
-        reserved for a request waiting on the slots its preemptions free."""
+        reserved for a request waiting on the slots its preemptions free. Every view."""
+        agent_ids = list(agent_ids)
+        for cap in self._group:
+            cap._exclude(agent_ids)
+
+    def _exclude(self, agent_ids: list[str]) -> None:
         for agent_id in agent_ids:
             if agent_id in self.free:
                 self._unindex(agent_id)

@@ -64,8 +64,8 @@ def whole_shares(capacity: int, demand: dict[str, int], weight: dict[str, float]
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
               agents: Sequence[AgentSnapshot]) -> Plan:
     plan = Plan()
-    cap = Capacity(agents, policy.fitting_policy)
-    capacity = sum(cap.size.values())
+    pool = Capacity(agents, policy.fitting_policy, {q.image for q in pending})
+    capacity = sum(pool.size.values())
     got: dict[str, int] = {}  # slots each job holds, not counting work already preempting
     weight: dict[str, float] = {}
     seniority: dict[str, tuple[float, str]] = {}
@@ -77,8 +77,8 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     queue: dict[str, list[Request]] = {}  # each job's pending gangs that could ever fit here
     limit: dict[str, int] = {}
     for q in sorted(pending, key=lambda q: (q.queue_position, q.submitted_at, q.allocation_id)):
-        if q.slots_needed <= 0 or not cap.could_ever_fit(q.slots_needed):
-            continue  # zero-slot work is scheduled apart; impossible shapes wait for the autoscaler
+        if q.slots_needed <= 0 or not pool.view(q.image).could_ever_fit(q.slots_needed):
+            continue  # zero-slot work is scheduled apart; impossible shapes (or environments) wait
         queue.setdefault(q.job_id, []).append(q)
         weight[q.job_id] = q.weight
         seniority[q.job_id] = min(seniority.get(q.job_id, (q.submitted_at, q.job_id)), (q.submitted_at, q.job_id))
@@ -106,6 +106,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     for job in jobs:
         for req in queue[job]:
             n = req.slots_needed
+            cap = pool.view(req.image)  # the agents offering its environment
             if got.get(job, 0) + n > share[job]:
                 continue  # beyond its share (a smaller gang of the job may still fit)
             found = cap.find(n)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controlplane.scheduler.environment import DEFAULT, DEFAULT_IMAGE, Image
+
 
 @dataclass(frozen=True)
 class PoolPolicy:
@@ -29,6 +31,8 @@ class Request:
     queue_position: float = 0.0
     submitted_at: float = 0.0
     preemptible: bool = True
+    # The environment it runs in (environment.image): only agents offering it can take it.
+    image: Image = DEFAULT_IMAGE
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,11 @@ class AgentSnapshot:
     used_slot_ids: frozenset[int]
     schedulable: bool = True
     zero_slot_tasks: int = 0
+    environments: frozenset[str] = frozenset({DEFAULT})  # what it offers (every agent: default)
+    slot_type: str = "cpu"  # its slots' device type: picks from an image map
+
+    def offers(self, image: Image) -> bool:
+        return image.for_slot_type(self.slot_type) in self.environments
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ so the same inputs always give the same plan.
   request is a blocked head: every agent it could ever use is withdrawn from
   the rest of the pass, so lower-priority work backfills only capacity that can never delay
   it (agents too small, or of a size that cannot tile its gang). Several heads add up.
+- A request runs only on agents offering its environment (capacity.py's views): "fits",
+  "could ever fit", victims and held agents are all judged among those agents. A request whose
+  environment no agent offers waits without blocking anyone.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controlplane.scheduler.capacity import Capacity
+from controlplane.scheduler.environment import Image
 from controlplane.scheduler.model import AgentSnapshot, Placement, Plan, PoolPolicy, Preemption, Request, Running
 from controlplane.scheduler.preempt import choose_victims, reserve, soon_free
 
@@ -65,20 +69,21 @@ def reason(req: Request, victim: Running) -> str:
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
               agents: Sequence[AgentSnapshot]) -> Plan:
     plan = Plan()
-    cap = Capacity(agents, policy.fitting_policy)
+    pool = Capacity(agents, policy.fitting_policy, {r.image for r in pending})
     job_slots: dict[str, int] = {}
     for r in running:
         job_slots[r.job_id] = job_slots.get(r.job_id, 0) + sum(len(s) for _, s in r.resources)
     candidates = victim_order(running) if policy.preemption else []
     soon = soon_free(running)
     claimed: set[str] = set()  # victims already chosen for an earlier request this pass
-    hopeless: set[int] = set()  # gang sizes for which no victims sufficed
+    hopeless: set[tuple[Image, int]] = set()  # (environment, gang size) for which no victims sufficed
     for req in order(pending):
         n = req.slots_needed
         if n <= 0:
             continue  # zero-slot work is scheduled separately
-        if not cap.free:
+        if not pool.free:
             break  # every agent is placed on, reserved, or held for a blocked head
+        cap = pool.view(req.image)  # the agents offering its environment
         if req.max_slots is not None and job_slots.get(req.job_id, 0) + n > req.max_slots:
             continue  # the job is at its cap: it waits without blocking others
         if not cap.could_ever_fit(n):
@@ -91,12 +96,12 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
             continue
         # Victims and soon-free slots only get fewer and capacity only shrinks during a pass, and
         # requests come in queue order (work behind a later one is behind an earlier one), so a gang
-        # size that found no room at some place in the queue finds none further back.
-        if policy.preemption and n not in hopeless:
+        # size that found no room at some place in the queue finds none further back (per environment).
+        if policy.preemption and (req.image, n) not in hopeless:
             eligible = [v for v in candidates if behind(v, req) and v.allocation_id not in claimed]
             found_victims = choose_victims(n, cap, eligible, soon)
             if found_victims is None:
-                hopeless.add(n)
+                hopeless.add((req.image, n))
             else:
                 victims, where = found_victims
                 for v in victims:

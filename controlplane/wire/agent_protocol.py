@@ -13,6 +13,10 @@ Sequence:
   agent  -> TaskStarted, TaskLogs (batches), TaskExited
 Keep-alive is WebSocket ping/pong (the agent pings; both libraries answer pings).
 
+``Register.environments`` names the task environments the agent offers (``default``, its own
+interpreter, always; an older agent that sends none offers just that); ``StartTask.environment``
+names the one a task runs in (an older master sends none: ``default``).
+
 An agent that reconnects lists the allocations it still runs in ``Register.running``;
 messages it could not send while away (logs, exits) are sent after ``Registered``.
 The master treats a repeated TaskExited for the same allocation as a no-op.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import msgspec
 
 PROTOCOL_VERSION = 1
+DEFAULT_ENVIRONMENT = "default"
 
 
 class Slot(msgspec.Struct, frozen=True):
@@ -40,6 +45,8 @@ class Register(msgspec.Struct, tag="register", tag_field="type"):
     addresses: list[str] = []
     running: list[str] = []  # allocation ids still running on the agent
     protocol: int = PROTOCOL_VERSION
+    # Task environments it offers (environment.image names); "default" is its own interpreter.
+    environments: list[str] = msgspec.field(default_factory=lambda: [DEFAULT_ENVIRONMENT])
 
 
 class Registered(msgspec.Struct, tag="registered", tag_field="type"):
@@ -81,6 +88,9 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # The allocation's SSH key pair (OpenSSH private key) when the gang spans containers: the
     # DeepSpeed and Horovod launchers start other containers' workers over SSH with it.
     ssh_key: str = ""
+    # The task environment to run in (one of Register.environments), picked from the
+    # experiment's environment.image by this agent's slot type.
+    environment: str = DEFAULT_ENVIRONMENT
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):

@@ -70,7 +70,8 @@ async def agent_socket(socket: WebSocket) -> None:
         return
     conn = AgentConnection(agent_id=first.agent_id, pool=first.pool, slots=list(first.slots),
                            running_at_register=frozenset(first.running),
-                           address=(first.addresses or ["127.0.0.1"])[0])
+                           address=(first.addresses or ["127.0.0.1"])[0],
+                           environments=tuple(dict.fromkeys(first.environments)))
     registered = await rt.orchestrator.agent_registered(conn, first)
     await socket.send_text(wire.encode(registered).decode())
     writer = asyncio.create_task(_writer(socket, conn))
@@ -147,6 +148,9 @@ class V1Agent(msgspec.Struct, rename="camel", kw_only=True):
     addresses: list[str]
     version: str
     slot_stats: V1SlotStats
+    # Task environments it offers (environment.image names), as it last registered with this
+    # master; [] for an agent that has not registered since the master started.
+    environments: list[str] = msgspec.field(default_factory=list)
 
 
 class GetAgentsResponse(msgspec.Struct, rename="camel", kw_only=True):
@@ -168,7 +172,8 @@ class ToggleAgentRequest(msgspec.Struct, rename="camel", kw_only=True):
 AgentId = Annotated[str, Parameter(min_length=1, max_length=255, description="the agent's id")]
 
 
-def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> V1Agent:
+def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool,
+               environments: tuple[str, ...] = ()) -> V1Agent:
     slots: dict[str, V1Slot] = {}
     type_stats: dict[str, V1TypeStats] = {}
     for s in agent.slots or []:
@@ -190,7 +195,7 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool) -> V1Age
         id=agent.id, registered_time=iso(agent.registered_at), last_seen=iso(agent.last_seen), connected=connected,
         slots=slots, resource_pools=[agent.resource_pool], enabled=agent.enabled, draining=agent.draining,
         addresses=list(agent.addresses or []), version=agent.version or "",
-        slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}))
+        slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}), environments=list(environments))
 
 
 @get("/api/v1/agents", operation_id="GetAgents", opt=opt(Action.VIEW), tags=["agents"])
@@ -212,7 +217,8 @@ async def list_agents(
         total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
         agents = (await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all()
         use = await _slot_use(session)
-    return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections) for a in agents],
+    return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
+                                                rt.hub.environments.get(a.id, ())) for a in agents],
                              pagination=pagination(offset, limit, total, len(agents)))
 
 
@@ -239,7 +245,8 @@ async def _set_enabled(request: Request, agent_id: str, enable: bool, drain: boo
                 if agent_id in gang.agents_of(alloc):
                     rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
         use = await _slot_use(session)
-        out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections)
+        out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections,
+                         rt.hub.environments.get(agent.id, ()))
     rt.orchestrator.wake()
     return AgentResponse(agent=out)
 

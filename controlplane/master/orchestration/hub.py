@@ -26,6 +26,13 @@ class AgentConnection:
     # Allocations the agent said it still ran when it (re)registered.
     running_at_register: frozenset[str] = frozenset()
     address: str = "127.0.0.1"  # where other ranks of a gang reach this agent
+    # Task environments it offers (Register.environments): what environment.image may name.
+    environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)
+
+    @property
+    def slot_type(self) -> str:
+        """Its slots' device type (CPU for an agent without slots): picks from an image map."""
+        return self.slots[0].type if self.slots else "cpu"
 
     def send(self, msg: wire.MasterMessage) -> None:
         self.outbox.put_nowait(msg)
@@ -37,11 +44,14 @@ class AgentHub:
         self.connections: dict[str, AgentConnection] = {}
         # agent id -> monotonic time it went away (agents known from the DB start here too).
         self.away_since: dict[str, float] = {}
+        # agent id -> the environments it offered when it last registered with this master.
+        self.environments: dict[str, tuple[str, ...]] = {}
 
     def attach(self, conn: AgentConnection) -> AgentConnection | None:
         """Adds a connection; returns the one it replaces (an agent that reconnected fast)."""
         old = self.connections.get(conn.agent_id)
         self.connections[conn.agent_id] = conn
+        self.environments[conn.agent_id] = conn.environments
         self.away_since.pop(conn.agent_id, None)
         return old
 

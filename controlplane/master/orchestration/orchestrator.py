@@ -543,6 +543,7 @@ class Orchestrator:
                                       for agent, _ in placement.resources], used_ports)
             gang_info = rendezvous.info(alloc)
             ssh_key = rendezvous.new_ssh_key() if len(placement.resources) > 1 else ""
+            image = snapshot.experiment_image(exp)
             for rank, (agent_id, slots) in enumerate(placement.resources):
                 msg = start_message(exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
                                     self.rt.settings.kill_grace_s)
@@ -552,4 +553,6 @@ class Orchestrator:
                 msg.container_slot_counts = gang_info["container_slot_counts"]
                 msg.chief_port, msg.dist_ports = gang_info["chief_port"], gang_info["dist_ports"]
                 msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
+                conn = self.rt.hub.connections.get(agent_id)
+                msg.environment = image.for_slot_type(conn.slot_type if conn else "cpu")
                 self._send_after_commit(agent_id, msg)

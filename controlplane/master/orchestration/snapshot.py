@@ -1,5 +1,7 @@
 """What the scheduler sees: pending and running allocations, live agents and pool policies,
-read from the database and the agent hub as plain values for the pure planner."""
+read from the database and the agent hub as plain values for the pure planner. A pending
+allocation carries its experiment's ``environment.image``, a live agent the environments it
+offers; an agent that goes away takes its environments with it (its work waits)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from controlplane.common.timeutil import aware
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial
 from controlplane.master.orchestration import gang
 from controlplane.master.runtime import MasterRuntime
+from controlplane.scheduler.environment import Image, image_of_config, slot_type_of
 from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
 from controlplane.state import allocation as A
+
+UNUSABLE = "(invalid environment.image)"
 
 
 @dataclass
@@ -40,6 +45,14 @@ def _ts(value) -> float:  # noqa: ANN001
     return value.timestamp() if value is not None else 0.0
 
 
+def experiment_image(exp: Experiment) -> Image:
+    """The environment its tasks run in."""
+    try:
+        return image_of_config(exp.config)
+    except ValueError:  # checked at create; a config stored before that check: no agent offers it
+        return Image(UNUSABLE, UNUSABLE, UNUSABLE)
+
+
 async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
     pools = {p.name: p.policy for p in rt.settings.pools}
     rows = (await session.execute(
@@ -53,14 +66,17 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
     running_rows: dict[str, Allocation] = {}
     used: dict[str, set[int]] = {}
     zero_slot: dict[str, int] = {}
+    images: dict[int, Image] = {}  # experiment id -> its environment (parsed once per pass)
     for alloc, exp in rows:
         priority = job_priority(exp, pools.get(alloc.resource_pool))
         if alloc.state == A.PENDING:
             pending_rows[alloc.id] = alloc
+            if exp.id not in images:
+                images[exp.id] = experiment_image(exp)
             pending.append(Request(
                 allocation_id=alloc.id, job_id=exp.job_id, pool=alloc.resource_pool, slots_needed=alloc.slots_needed,
                 priority=priority, weight=exp.weight, max_slots=exp.max_slots, queue_position=exp.queue_position,
-                submitted_at=_ts(exp.start_time)))
+                submitted_at=_ts(exp.start_time), image=images[exp.id]))
             continue
         running_rows[alloc.id] = alloc
         resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
@@ -84,6 +100,7 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
             used_slot_ids=frozenset(used.get(c.agent_id, ())),
             schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
             zero_slot_tasks=zero_slot.get(c.agent_id, 0),
+            environments=frozenset(c.environments), slot_type=slot_type_of(s.type for s in c.slots),
         )
         for c in rt.hub.connections.values()
     ]

@@ -32,6 +32,7 @@ from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import templates, workspaces
 from controlplane.master.services.context import build_archive
+from controlplane.master.services.environments import check_environment
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.base import make_searcher
@@ -204,6 +205,7 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
         prepare, rt.settings, body_field(body, "config"), body_field(body, "modelDefinition", []), template)
     cfg = prepared.cfg
     _check_shape(rt, cfg)  # reads the live agent connections: on the loop
+    check_environment(rt, cfg)  # the same: an environment.image no live agent of the pool offers is a 400
     activate = body_field(body, "activate", True)
     if activate is None:
         activate = True

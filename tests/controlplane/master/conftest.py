@@ -69,17 +69,20 @@ async def create_experiment(api, config: dict | None = None, files: dict[str, st
 class FakeAgent:
     """Registers with the orchestrator and records what the master sends it."""
 
-    def __init__(self, rt, agent_id: str = "agent-1", slots: int = 2, pool: str = "default") -> None:  # noqa: ANN001
+    def __init__(self, rt, agent_id: str = "agent-1", slots: int = 2, pool: str = "default",  # noqa: ANN001
+                 environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)) -> None:
         self.rt = rt
         self.agent_id = agent_id
         self.pool = pool
         self.slots = [wire.Slot(id=i, type="cpu") for i in range(slots)]
+        self.environments = environments
         self.conn: AgentConnection | None = None
 
     async def register(self, running: list[str] | None = None) -> wire.Registered:
         self.conn = AgentConnection(agent_id=self.agent_id, pool=self.pool, slots=self.slots,
-                                    running_at_register=frozenset(running or []))
-        reg = wire.Register(agent_id=self.agent_id, slots=self.slots, pool=self.pool, running=running or [])
+                                    running_at_register=frozenset(running or []), environments=self.environments)
+        reg = wire.Register(agent_id=self.agent_id, slots=self.slots, pool=self.pool, running=running or [],
+                            environments=list(self.environments))
         return await self.rt.orchestrator.agent_registered(self.conn, reg)
 
     async def next_message(self, timeout: float = 10.0) -> wire.MasterMessage:

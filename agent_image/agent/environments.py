@@ -1,0 +1,119 @@
+"""Task environments the agent offers: Python installations a task can run in.
+
+Determined runs a task in the Docker image its ``environment.image`` names. With no Docker engine
+here, an environment is a Python virtualenv (or interpreter) on the agent's host, declared with
+``--environment NAME=PATH``; the agent's own interpreter is always ``default``. A task in an
+environment gets its ``bin`` first on ``PATH`` (so ``python3``, ``pip`` and console scripts are the
+environment's) and ``VIRTUAL_ENV`` when it is a virtualenv; the sandbox shows it what that
+interpreter needs (the venv, the base installation it links to, its ``sys.path``), even under a
+directory such as ``/root`` that the task's user could not otherwise enter. Nothing of the agent's
+own interpreter is added to it: what its tasks import must be installed in it.
+
+Each declared environment is checked at start by running its interpreter; one that is missing or
+does not run stops the agent with a message naming it, rather than failing every task later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlplane.wire.agent_protocol import DEFAULT_ENVIRONMENT
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 60.0
+# Run by the environment's interpreter (isolated: no PYTHON* variables, no user site): where it lives.
+_PROBE = (
+    "import json,os,sys;print(json.dumps({'prefix':sys.prefix,'base_prefix':sys.base_prefix,"
+    "'exec_prefix':sys.exec_prefix,'base_exec_prefix':sys.base_exec_prefix,"
+    "'executable':os.path.realpath(sys.executable),'path':[p for p in sys.path if p],"
+    "'version':sys.version.split()[0]}))"
+)
+
+
+class EnvironmentUnavailable(SystemExit):
+    """A declared environment's interpreter is missing or does not run: the agent must not start."""
+
+
+@dataclass(frozen=True)
+class TaskEnvironment:
+    name: str
+    python: Path  # the interpreter as declared (a venv's own bin/python3, not what it links to)
+    bin_dir: Path  # first on the task's PATH
+    virtual_env: Path | None  # VIRTUAL_ENV for a virtualenv, else None
+    paths: tuple[Path, ...] = ()  # what a task must see to run it (real paths)
+    version: str = ""
+
+
+def _interpreter(path: Path) -> Path:
+    """The interpreter of a venv directory (bin/python3, else bin/python) or the path itself."""
+    if path.is_dir():
+        for name in ("python3", "python"):
+            candidate = path / "bin" / name
+            if candidate.exists():
+                return candidate
+        raise ValueError(f"{path} is a directory without bin/python3 (not a virtualenv)")
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    if not os.access(path, os.X_OK):
+        raise ValueError(f"{path} is not executable")
+    return path
+
+
+def _real_paths(paths: Iterable[str]) -> tuple[Path, ...]:
+    return tuple(sorted({Path(os.path.realpath(p)) for p in paths if p and os.path.exists(p)}))
+
+
+def probe(name: str, path: Path, timeout: float = PROBE_TIMEOUT_S) -> TaskEnvironment:
+    """Run the environment's interpreter once; raises ValueError saying why it cannot be offered."""
+    python = _interpreter(path)
+    try:
+        done = subprocess.run([str(python), "-I", "-c", _PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ValueError(f"{python} does not run: {exc}") from exc
+    if done.returncode != 0:
+        said = (done.stderr or "").strip()[-300:]
+        raise ValueError(f"{python} does not run (exit {done.returncode})" + (f": {said}" if said else ""))
+    try:
+        info = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise ValueError(f"{python} did not answer as a Python interpreter: {done.stdout[-200:]!r}") from exc
+    venv = Path(info["prefix"]) if info["prefix"] != info["base_prefix"] else None
+    seen = [info["prefix"], info["base_prefix"], info["exec_prefix"], info["base_exec_prefix"],
+            os.path.dirname(info["executable"]), str(python.parent), *info["path"]]
+    env = TaskEnvironment(name, python, python.parent, venv, _real_paths(seen), str(info.get("version", "")))
+    if not (env.bin_dir / "python3").exists():
+        log.warning("environment %s: %s has no python3, so `python3` in its tasks is not %s", name, env.bin_dir,
+                    python)
+    return env
+
+
+def default_environment() -> TaskEnvironment:
+    """The agent's own interpreter, with what tasks need of it (the core API's package too)."""
+    from .sandbox import runtime_paths
+
+    python = Path(sys.executable)
+    venv = Path(sys.prefix) if sys.prefix != sys.base_prefix else None
+    return TaskEnvironment(DEFAULT_ENVIRONMENT, python, python.parent, venv, tuple(runtime_paths()),
+                           sys.version.split()[0])
+
+
+def load_environments(declared: Iterable[tuple[str, Path]]) -> dict[str, TaskEnvironment]:
+    """``default`` plus every declared environment, each checked by running it; raises
+    EnvironmentUnavailable naming the first that cannot be offered."""
+    out = {DEFAULT_ENVIRONMENT: default_environment()}
+    for name, path in declared:
+        try:
+            out[name] = probe(name, path)
+        except ValueError as exc:
+            raise EnvironmentUnavailable(f"det-agent: environment {name!r} ({path}) cannot be offered: {exc}") from exc
+        log.info("environment %s: Python %s at %s", name, out[name].version, out[name].python)
+    return out
