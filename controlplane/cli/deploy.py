@@ -85,7 +85,8 @@ def leftover_processes(data_dir: Path) -> list[int]:
 @dataclass
 class Record:
     """`pids.json`: `master` and `agents` are pids (agent i is `local-agent-i`), `startTimes`
-    maps each pid to its start time, `clusterId` is the id in their environment."""
+    maps each pid to its start time, `clusterId` is the id in their environment,
+    `agentEnvironments` the task environments (`NAME=PATH`) every agent offers."""
 
     url: str
     cluster_id: str
@@ -93,6 +94,8 @@ class Record:
     agents: list[int] = field(default_factory=list)
     start_times: dict[int, int] = field(default_factory=dict)
     slots_per_agent: int = 1
+    # `--agent-environment NAME=PATH` (absolute paths), passed to every agent as `--environment`.
+    agent_environments: list[str] = field(default_factory=list)
 
     def ours(self, pid: int | None) -> bool:
         return isinstance(pid, int) and procs.is_ours(pid, self.start_times.get(pid), self.cluster_id)
@@ -105,7 +108,7 @@ class Record:
     def to_json(self) -> dict:
         return {"url": self.url, "clusterId": self.cluster_id, "master": self.master, "agents": self.agents,
                 "startTimes": {str(p): t for p, t in self.start_times.items()},
-                "slotsPerAgent": self.slots_per_agent}
+                "slotsPerAgent": self.slots_per_agent, "agentEnvironments": self.agent_environments}
 
 
 def read_pids(data_dir: Path) -> Record | None:
@@ -119,13 +122,15 @@ def read_pids(data_dir: Path) -> Record | None:
     starts: dict = raw_starts if isinstance(raw_starts, dict) else {}
     master = data.get("master")
     slots = data.get("slotsPerAgent")
+    envs = data.get("agentEnvironments")
     return Record(
         url=str(data.get("url") or ""),
         cluster_id=str(data.get("clusterId") or procs.cluster_id(data_dir, create=False) or ""),
         master=master if isinstance(master, int) and not isinstance(master, bool) else None,
         agents=[p for p in data.get("agents") or [] if isinstance(p, int) and not isinstance(p, bool)],
         start_times={int(p): t for p, t in starts.items() if str(p).isdigit() and isinstance(t, int)},
-        slots_per_agent=slots if isinstance(slots, int) and slots >= 0 else 1)
+        slots_per_agent=slots if isinstance(slots, int) and slots >= 0 else 1,
+        agent_environments=[e for e in envs if isinstance(e, str)] if isinstance(envs, list) else [])
 
 
 def write_pids(data_dir: Path, record: Record) -> None:
@@ -192,6 +197,18 @@ def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict:
         "slots_per_instance": slots, "max_idle_agent_period": idle_period, "max_agent_starting_period": "2m"}}]}
 
 
+def agent_environments(specs: list[str]) -> list[str]:
+    """`--agent-environment NAME=PATH` options with absolute paths (a restarted agent may start
+    from another directory); the agent itself checks the rest when it starts."""
+    out: list[str] = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise CliError(f"--agent-environment {spec!r}: expected NAME=PATH")
+        out.append(f"{name}={Path(path).expanduser().absolute()}")
+    return out
+
+
 # ---- starting processes ---------------------------------------------------------------------
 def log_tail(path: Path, lines: int = 30) -> str:
     try:
@@ -244,7 +261,8 @@ def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen:
     agent_cmd = console_command("det-agent", "agent_image.agent.main")
     return _spawn([*agent_cmd, "--master", record.url, "--join-token-file", str(data_dir / "join-token"),
                    "--agent-id", AGENT_ID.format(i), "--slots", str(record.slots_per_agent),
-                   "--work-dir", str(data_dir / "agents" / str(i)), "--hide", str(data_dir)],
+                   "--work-dir", str(data_dir / "agents" / str(i)), "--hide", str(data_dir),
+                   *(arg for spec in record.agent_environments for arg in ("--environment", spec))],
                   _agent_log(data_dir, i), record.cluster_id)
 
 
@@ -357,6 +375,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     if args.agents < 0 or args.slots_per_agent < 0:
         raise CliError("--agents and --slots-per-agent must not be negative")
+    environments = agent_environments(args.agent_environment)
+    if environments and args.autoscale:
+        raise CliError("--agent-environment is for the agents `up` starts; with --autoscale the master starts "
+                       "them, and they offer only the 'default' environment")
     user_cfg = load_user_config(args.master_config)
     port = args.port or user_cfg.get("port") or 8080
     if not isinstance(port, int) or not 0 < port < 65536:
@@ -378,7 +400,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     procs.write_private(config_path, yaml.safe_dump(master_config(data_dir, port, token_file, user_cfg),
                                                     sort_keys=False))
 
-    record = Record(url=url, cluster_id=cid, slots_per_agent=args.slots_per_agent)
+    record = Record(url=url, cluster_id=cid, slots_per_agent=args.slots_per_agent, agent_environments=environments)
     master: subprocess.Popen | None = None
     agents: dict[int, subprocess.Popen] = {}
     try:
@@ -473,6 +495,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="start no agents: the master launches up to --agents local agents on demand "
                         "(the `local` provider) and stops them when idle")
     p.add_argument("--idle-period", default="15s", help="with --autoscale: idle time before an agent goes")
+    p.add_argument("--agent-environment", action="append", default=[], metavar="NAME=PATH",
+                   help="a task environment every agent offers: environment.image NAME runs with this "
+                        "virtualenv (or Python interpreter) first on PATH (repeatable; det-agent --environment)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("down", help="stop the local master and agents (only processes proven to be this cluster's)")

@@ -64,8 +64,11 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 class LocalCluster:
-    def __init__(self, data_dir: Path, port: int, db_url: str, agents: int, slots: int) -> None:
+    def __init__(self, data_dir: Path, port: int, db_url: str, agents: int, slots: int,
+                 environments: dict[str, Path] | None = None) -> None:
+        """``environments``: task environments (name -> venv dir or interpreter) every agent offers."""
         self.data_dir, self.port, self.agents, self.slots = data_dir, port, agents, slots
+        self.environments = dict(environments or {})
         self.url = f"http://127.0.0.1:{port}"
         self.env = {"DET_MASTER": self.url, "XDG_CONFIG_HOME": str(data_dir / "xdg")}
         self.master_config = data_dir.parent / f"{data_dir.name}-master.yaml"
@@ -78,7 +81,9 @@ class LocalCluster:
     def up(self) -> subprocess.CompletedProcess:
         return det("deploy", "local", "up", "--port", str(self.port), "--agents", str(self.agents),
                    "--slots-per-agent", str(self.slots), "--data-dir", str(self.data_dir),
-                   "--master-config", str(self.master_config), env=self.env, timeout=180)
+                   "--master-config", str(self.master_config),
+                   *(a for name, path in self.environments.items() for a in ("--agent-environment", f"{name}={path}")),
+                   env=self.env, timeout=180)
 
     def down(self) -> subprocess.CompletedProcess:
         return det("deploy", "local", "down", "--data-dir", str(self.data_dir), env=self.env, timeout=120)
@@ -94,8 +99,8 @@ class LocalCluster:
 def local_cluster(db_url, tmp_path):
     clusters: list[LocalCluster] = []
 
-    def make(agents: int = 2, slots: int = 2) -> LocalCluster:
-        c = LocalCluster(tmp_path / "cluster", free_port(), db_url, agents, slots)
+    def make(agents: int = 2, slots: int = 2, environments: dict[str, Path] | None = None) -> LocalCluster:
+        c = LocalCluster(tmp_path / "cluster", free_port(), db_url, agents, slots, environments)
         clusters.append(c)
         c.up()
         return c
