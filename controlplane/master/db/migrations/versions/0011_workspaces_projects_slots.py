@@ -1,11 +1,11 @@
-"""workspaces and projects (Determined's defaults: workspace and project ``Uncategorized``, id 1),
-each experiment's project, and per-slot disabling of agents
+"""workspaces and projects (Determined's Uncategorized, id 1), experiments' projects, disabled slots
 
 Revision ID: 0011
 Revises: 0010
 
-Experiments that exist already belong to the default project. The default rows are owned by
-nobody here: the master sets their owner to ``admin`` at start, once the default users exist.
+Determined's defaults, workspace and project ``Uncategorized``, both take id 1. Experiments that
+exist already belong to the default project. The default rows are owned by nobody here: the
+master sets their owner to ``admin`` at start, once the default users exist.
 """
 import sqlalchemy as sa
 from alembic import op
