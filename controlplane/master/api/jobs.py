@@ -64,7 +64,10 @@ async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset =
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt, pool)
         done = await progress.of_experiments(session, [row.exp for row in rows])
-    jobs = [{"full": svc.job_json(row, rt, ahead, done[row.exp.id])} for ahead, row in enumerate(rows)]
+        names = await workspaces.project_names(session, {row.exp.project_id for row in rows})
+    jobs = [{"full": svc.job_json(row, rt, ahead, done[row.exp.id],
+                                  names[row.exp.project_id].workspace_id if row.exp.project_id in names else 1)}
+            for ahead, row in enumerate(rows)]
     if order_by == "ORDER_BY_DESC":
         jobs.reverse()
     page = jobs[offset:offset + page_limit(limit)]

@@ -61,7 +61,7 @@ async def job_rows(session: AsyncSession, rt: MasterRuntime, pool: str | None = 
     return sorted(rows, key=lambda r: _sort_key(r, rt))
 
 
-def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float) -> dict:
+def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float, workspace_id: int = 1) -> dict:
     exp = row.exp
     pool = rt.settings.pool(exp.resource_pool)
     return {
@@ -70,7 +70,7 @@ def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float) -
         "resourcePool": exp.resource_pool, "isPreemptible": True,
         "priority": job_priority(exp, pool.policy if pool else None), "weight": exp.weight,
         "requestedSlots": row.requested, "allocatedSlots": row.allocated, "progress": progress,
-        "workspaceId": 1,
+        "workspaceId": workspace_id,
         "summary": {"state": "STATE_SCHEDULED" if row.scheduled else "STATE_QUEUED", "jobsAhead": jobs_ahead},
     }
 

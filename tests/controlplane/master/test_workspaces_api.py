@@ -105,6 +105,8 @@ async def test_experiments_go_to_the_named_project_or_are_refused(api):
     assert (exp["projectId"], exp["projectName"], exp["workspaceId"], exp["workspaceName"]) == (
         project["id"], "mt", ws["id"], "nlp")
     default_id = await create_experiment(api)
+    jobs = {j["full"]["entityId"]: j["full"] for j in (await api.get("/api/v1/job-queues-v2")).json()["jobs"]}
+    assert (jobs[str(exp_id)]["workspaceId"], jobs[str(default_id)]["workspaceId"]) == (ws["id"], 1)
     listed = (await api.get("/api/v1/experiments", params={"projectId": project["id"]})).json()["experiments"]
     assert [e["id"] for e in listed] == [exp_id]
     assert (await api.get(f"/api/v1/experiments/{default_id}")).json()["experiment"]["projectName"] == "Uncategorized"
