@@ -84,7 +84,8 @@ def load(env: dict[str, str] | None = None) -> Gang:
     env = dict(os.environ if env is None else env)
     info_dir = Path(env["DET_INFO_DIR"]) if env.get("DET_INFO_DIR") else None
     cluster = _read(info_dir / "cluster.json") if info_dir else {}
-    rdv = _read(info_dir / "rendezvous.json") if info_dir else {}
+    # Determined's rendezvous.json, and the master-chosen ports this platform adds beside it.
+    rdv = {**_read(info_dir / "rendezvous.json"), **_read(info_dir / "ports.json")} if info_dir else {}
     slot_ids = cluster.get("slot_ids")
     if slot_ids is None:
         try:

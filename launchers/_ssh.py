@@ -60,7 +60,7 @@ def _import_asyncssh() -> Any:
 
 def load_key(path: str | None) -> Any:
     if not path:
-        raise SystemExit("this gang spans containers but the agent gave no SSH key (rendezvous.json ssh_key_file): "
+        raise SystemExit("this gang spans containers but the agent gave no SSH key (ports.json ssh_key_file): "
                          "the master and agents need this version for DeepSpeed/Horovod across agents")
     return _import_asyncssh().read_private_key(path)
 

@@ -45,6 +45,7 @@ from pathlib import Path
 
 INFO_DIR = "/run/determined/info"
 WORKDIR = "/run/determined/workdir"
+MODEL_COPY_DIR = "/run/determined/train/model"  # Determined's MANAGED_TRAINING_MODEL_COPY
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 RESOURCES_TYPE = "sandbox"
 NOBODY = 65534
@@ -162,7 +163,8 @@ class Sandbox:
         args += _host_root()
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm",
-                 "--tmpfs", "/run", "--perms", "0755", "--dir", "/run/determined"]
+                 "--tmpfs", "/run", "--perms", "0755", "--dir", "/run/determined",
+                 "--perms", "0755", "--dir", "/run/determined/train"]
         covered = [Path("/tmp"), Path("/run")]
         for path in self.hidden:
             inside_other = _covered(path, [h for h in self.hidden if h != path])

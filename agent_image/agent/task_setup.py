@@ -25,6 +25,7 @@ from .environments import TaskEnvironment
 
 STARTUP_HOOK = "startup-hook.sh"
 SSH_KEY_FILE = "ssh/id_ed25519"
+PORTS_FILE = "ports.json"
 # Determined's legacy entrypoint, a Trial class as ``module:Class`` (dotted module, identifiers only).
 LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 AGENT_SECRETS = ("DET_AGENT_JOIN_TOKEN",)
@@ -55,25 +56,42 @@ def cluster_info(msg: StartTask, master_url: str, cluster_id: str, agent_id: str
     }
 
 
-def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id: str, agent_id: str) -> None:
+def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id: str, agent_id: str,
+                     slots: list[Slot] | None = None) -> None:
     info_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(info_dir, 0o700)
     write_private_json(info_dir / "cluster.json", cluster_info(msg, master_url, cluster_id, agent_id))
     if msg.trial_info is not None:
         write_private_json(info_dir / "trial.json", msg.trial_info)
     write_private_json(info_dir / "rendezvous.json", rendezvous_info(msg))
+    write_private_json(info_dir / PORTS_FILE, ports_info(msg))
+    write_private_json(info_dir / "resources.json", resources_info(msg, slots or []))
     if msg.ssh_key:
         write_private_text(info_dir / SSH_KEY_FILE, msg.ssh_key if msg.ssh_key.endswith("\n") else msg.ssh_key + "\n")
 
 
 def rendezvous_info(msg: StartTask) -> dict[str, Any]:
-    """rendezvous.json: Determined's three keys, plus the ports the master chose for the
-    allocation (``chief_port``, ``dist_ports``, one ``ssh_ports`` entry per container, 0 for the
-    chief) and where the allocation's SSH key is (``ssh_key_file``, relative to the info dir)."""
+    """rendezvous.json: exactly Determined's three keys (its harness builds ``RendezvousInfo(**json)``
+    and fails on any other key)."""
     return {
         "container_addrs": list(msg.container_addrs) or ["127.0.0.1"],
         "container_rank": msg.rank,
         "container_slot_counts": list(msg.container_slot_counts) or [len(msg.slot_ids)],
+    }
+
+
+def resources_info(msg: StartTask, slots: list[Slot]) -> dict[str, Any]:
+    """resources.json: Determined's ``ResourcesInfo``, the UUIDs of the task's GPUs (none for CPU
+    slots); its Trial API reads ``gpu_uuids`` to choose between CPU and GPU training."""
+    by_id = {s.id: s for s in slots}
+    return {"gpu_uuids": [by_id[i].uuid for i in msg.slot_ids if i in by_id and by_id[i].type == "cuda"]}
+
+
+def ports_info(msg: StartTask) -> dict[str, Any]:
+    """ports.json: what this platform adds to the rendezvous: the ports the master chose for the
+    allocation (``chief_port``, ``dist_ports``, one ``ssh_ports`` entry per container, 0 for the
+    chief) and where the allocation's SSH key is (``ssh_key_file``, relative to the info dir)."""
+    return {
         "chief_port": msg.chief_port,
         "dist_ports": list(msg.dist_ports),
         "ssh_ports": list(msg.ssh_ports),
@@ -132,6 +150,8 @@ def build_env(
     env.setdefault("DET_RESOURCES_ID", msg.allocation_id)
     if cluster_id:
         env.setdefault("DET_CLUSTER_ID", cluster_id)
+    if msg.chief_port:  # Determined's launchers read the c10d port from here (default 29400)
+        env.setdefault("C10D_PORT", str(msg.chief_port))
     env.update(
         {
             "DET_MASTER": master_url,

@@ -37,7 +37,17 @@ from .environments import TaskEnvironment, default_environment
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
 from .safe_untar import safe_extract
-from .sandbox import INFO_DIR, RESOURCES_TYPE, WORKDIR, Mount, Sandbox, block_sigterm, chown_tree, shared_fs_mount
+from .sandbox import (
+    INFO_DIR,
+    MODEL_COPY_DIR,
+    RESOURCES_TYPE,
+    WORKDIR,
+    Mount,
+    Sandbox,
+    block_sigterm,
+    chown_tree,
+    shared_fs_mount,
+)
 from .task_setup import build_command, build_env, check_executable, make_host_dir, write_info_files
 
 _PR_SET_PDEATHSIG = 1
@@ -218,11 +228,19 @@ class TaskRunner:
         if context_dir.exists():
             shutil.rmtree(context_dir)
         safe_extract(tgz, context_dir)
-        write_info_files(task_dir / "info", msg, self._master_url, self._cluster_id(), self._agent_id)
+        write_info_files(task_dir / "info", msg, self._master_url, self._cluster_id(), self._agent_id,
+                         self._slots)
         argv = build_command(msg.entrypoint, context_dir, sum(msg.container_slot_counts) or len(msg.slot_ids))
         if self._sandbox is None:
             return argv, []
-        mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True)]
+        # Determined's harness saves the model definition into each checkpoint from a clean,
+        # read-only copy of the context (not the workdir, which training may fill).
+        model_copy = task_dir / "model"
+        if model_copy.exists():
+            shutil.rmtree(model_copy)
+        safe_extract(tgz, model_copy)
+        mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True),
+                  Mount(model_copy, MODEL_COPY_DIR)]
         shared = shared_fs_mount(msg.trial_info)
         owner = self._sandbox.owner
         if shared is not None:
@@ -230,10 +248,12 @@ class TaskRunner:
             mounts.append(shared)
         if owner is not None:  # the task runs as this uid: give it its workdir and info files
             chown_tree(context_dir, *owner)
+            chown_tree(model_copy, *owner)
             chown_tree(task_dir / "info", *owner)
         # bwrap enters the workdir before the shim drops root, with its capabilities already
         # dropped: under an agent's umask 077 a 0700 workdir owned by the task is closed to it.
         os.chmod(context_dir, 0o755)
+        os.chmod(model_copy, 0o755)
         return argv, mounts
 
     async def _spawn(self, msg: StartTask, task_dir: Path, handle: TaskHandle) -> asyncio.subprocess.Process | None:

@@ -49,7 +49,7 @@ class ClusterInfo:
     trial: TrialInfo | None = None
     container_addrs: list[str] = field(default_factory=lambda: ["127.0.0.1"])
     container_rank: int = 0
-    # rendezvous.json beyond Determined's keys: the master-chosen ports of the allocation (0 / empty
+    # ports.json, beside Determined's rendezvous.json: the master-chosen ports of the allocation (0 / empty
     # when the agent did not say) and the allocation's SSH key (a path), read by the launchers.
     container_slot_counts: list[int] = field(default_factory=list)
     chief_port: int = 0  # the chief's c10d port (torch.distributed.run --master_port)
@@ -91,7 +91,8 @@ def from_files(info_dir: Path, env: dict[str, str]) -> ClusterInfo | None:
     if cluster is None:
         return None
     trial = _read_json(info_dir / "trial.json")
-    rendezvous = _read_json(info_dir / "rendezvous.json") or {}
+    # Determined's rendezvous.json, and the master-chosen ports this platform adds beside it.
+    rendezvous = {**(_read_json(info_dir / "rendezvous.json") or {}), **(_read_json(info_dir / "ports.json") or {})}
     return ClusterInfo(
         master_url=canonical_master_url(cluster["master_url"]), cluster_id=cluster.get("cluster_id", ""),
         agent_id=cluster.get("agent_id", ""), slot_ids=list(cluster.get("slot_ids") or []),

@@ -38,7 +38,7 @@ def free_port() -> int:
 
 def write_info(path: Path, *, rank: int = 0, counts: tuple[int, ...] = (3,), ports: dict | None = None,
                ssh_key: str | None = None) -> Path:
-    """cluster.json + rendezvous.json of container ``rank`` of a gang on 127.0.0.1."""
+    """cluster.json, rendezvous.json and ports.json of container ``rank`` of a gang on 127.0.0.1."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "cluster.json").write_text(json.dumps({
         "master_url": "http://127.0.0.1:1", "cluster_id": "c", "agent_id": f"agent-{rank}",
@@ -46,15 +46,16 @@ def write_info(path: Path, *, rank: int = 0, counts: tuple[int, ...] = (3,), por
         "task_type": "TRIAL"}))
     ports = ports or {}
     rdv = {"container_addrs": ["127.0.0.1"] * len(counts), "container_rank": rank,
-           "container_slot_counts": list(counts), "chief_port": ports.get("chief", 0),
-           "dist_ports": ports.get("dist", []), "ssh_ports": ports.get("ssh", []),
-           "ssh_key_file": None}
+           "container_slot_counts": list(counts)}
+    extra = {"chief_port": ports.get("chief", 0), "dist_ports": ports.get("dist", []),
+             "ssh_ports": ports.get("ssh", []), "ssh_key_file": None}
     if ssh_key is not None:
         (path / "ssh").mkdir(exist_ok=True)
         (path / "ssh/id_ed25519").write_text(ssh_key)
         (path / "ssh/id_ed25519").chmod(0o600)
-        rdv["ssh_key_file"] = "ssh/id_ed25519"
+        extra["ssh_key_file"] = "ssh/id_ed25519"
     (path / "rendezvous.json").write_text(json.dumps(rdv))
+    (path / "ports.json").write_text(json.dumps(extra))
     return path
 
 

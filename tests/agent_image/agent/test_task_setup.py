@@ -65,7 +65,7 @@ def test_info_files(tmp_path: Path) -> None:
         "task_id": "t", "allocation_id": "t.1", "session_token": "tok", "task_type": "TRIAL",
         "master_cert_name": None, "master_cert_file": None, "latest_checkpoint": "ck-uuid",
     }
-    for name in ("cluster.json", "trial.json", "rendezvous.json"):
+    for name in ("cluster.json", "trial.json", "rendezvous.json", "ports.json"):
         assert stat.S_IMODE((tmp_path / "info" / name).stat().st_mode) == 0o600
     assert json.loads((tmp_path / "info/rendezvous.json").read_text())["container_slot_counts"] == [2]
     write_info_files(tmp_path / "i2", msg(trial_info=None), "http://m", "c", "ag")
@@ -76,19 +76,21 @@ def test_exit_code_of_signals() -> None:
     assert exit_code_of(3) == 3 and exit_code_of(-15) == 143 and exit_code_of(-9) == 137
 
 
-def test_rendezvous_file_carries_the_masters_ports_and_the_ssh_key(tmp_path: Path) -> None:
+def test_rendezvous_file_is_determineds_and_the_masters_ports_and_ssh_key_are_beside_it(tmp_path: Path) -> None:
     key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----"
     m = msg(rank=1, container_addrs=["10.0.0.1", "10.0.0.2"], container_slot_counts=[2, 2], chief_port=21000,
             dist_ports=[21001, 21002], ssh_ports=[0, 21003], ssh_key=key)
     write_info_files(tmp_path / "info", m, "http://m", "c", "ag")
+    # Exactly Determined's keys: its harness builds RendezvousInfo(**json) and fails on any other.
     assert json.loads((tmp_path / "info/rendezvous.json").read_text()) == {
-        "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2],
+        "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2]}
+    assert json.loads((tmp_path / "info/ports.json").read_text()) == {
         "chief_port": 21000, "dist_ports": [21001, 21002], "ssh_ports": [0, 21003],
         "ssh_key_file": "ssh/id_ed25519"}
     key_file = tmp_path / "info/ssh/id_ed25519"
     assert key_file.read_text() == key + "\n" and stat.S_IMODE(key_file.stat().st_mode) == 0o600
     write_info_files(tmp_path / "single", msg(), "http://m", "c", "ag")
-    assert json.loads((tmp_path / "single/rendezvous.json").read_text())["ssh_key_file"] is None
+    assert json.loads((tmp_path / "single/ports.json").read_text())["ssh_key_file"] is None
     assert not (tmp_path / "single/ssh").exists()
 
 

@@ -1,4 +1,4 @@
-"""ClusterInfo reads the gang's rendezvous.json: Determined's keys and the master's ports."""
+"""ClusterInfo reads the gang's rendezvous.json (Determined's keys) and ports.json (the master's ports)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ CLUSTER = {"master_url": "http://m:8080", "cluster_id": "c", "agent_id": "a", "s
 def test_rendezvous_fields(tmp_path: Path) -> None:
     (tmp_path / "cluster.json").write_text(json.dumps(CLUSTER))
     (tmp_path / "rendezvous.json").write_text(json.dumps({
-        "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2],
+        "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2]}))
+    (tmp_path / "ports.json").write_text(json.dumps({
         "chief_port": 21000, "dist_ports": [21001, 21002], "ssh_ports": [0, 21003],
         "ssh_key_file": "ssh/id_ed25519"}))
     info = get_cluster_info({"DET_INFO_DIR": str(tmp_path)})
@@ -25,7 +26,7 @@ def test_rendezvous_fields(tmp_path: Path) -> None:
     assert info.ssh_key_file == str(tmp_path / "ssh/id_ed25519")
 
 
-def test_an_older_rendezvous_file_has_no_ports(tmp_path: Path) -> None:
+def test_without_a_ports_file_there_are_no_ports(tmp_path: Path) -> None:
     (tmp_path / "cluster.json").write_text(json.dumps(CLUSTER))
     (tmp_path / "rendezvous.json").write_text(json.dumps({
         "container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2]}))
