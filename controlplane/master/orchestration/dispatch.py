@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from controlplane.config.harness_view import harness_config
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.wire import agent_protocol as wire
 
@@ -31,7 +32,7 @@ def trial_env(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, clus
         "DET_TRIAL_RUN_ID": str(trial.run_id),
         "DET_TRIAL_SEED": str(trial.seed),
         "DET_HPARAMS": json.dumps(trial.hparams),
-        "DET_EXPERIMENT_CONFIG": json.dumps(cfg),
+        "DET_EXPERIMENT_CONFIG": json.dumps(harness_config(cfg)),
         "DET_STEPS_COMPLETED": str(latest.steps_completed if latest else 0),
     })
     if latest is not None:
@@ -46,7 +47,7 @@ def trial_info(exp: Experiment, trial: Trial, latest: Checkpoint | None) -> dict
         "experiment_id": exp.id,
         "trial_seed": trial.seed,
         "hparams": trial.hparams,
-        "config": exp.config,
+        "config": harness_config(exp.config),
         "steps_completed": latest.steps_completed if latest else 0,
         "trial_run_id": trial.run_id,
         "debug": False,
