@@ -41,13 +41,18 @@ DETERMINED_DEFAULTS: dict[str, Any] = {
 }
 
 
+# A length (one of batches/records/epochs) is whole: filling {"batches": 0} into {"epochs": 1}
+# would name two units, which Determined refuses.
+_WHOLE = frozenset({"min_checkpoint_period", "min_validation_period"})
+
+
 def _fill(config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     out = dict(config)
     for key, default in defaults.items():
         have = out.get(key)
         if key not in out or (have is None and isinstance(default, dict)):
             out[key] = copy.deepcopy(default)
-        elif isinstance(have, dict) and isinstance(default, dict):
+        elif isinstance(have, dict) and isinstance(default, dict) and key not in _WHOLE:
             out[key] = _fill(have, default)
     return out
 

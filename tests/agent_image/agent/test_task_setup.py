@@ -68,6 +68,12 @@ def test_info_files(tmp_path: Path) -> None:
     for name in ("cluster.json", "trial.json", "rendezvous.json", "ports.json"):
         assert stat.S_IMODE((tmp_path / "info" / name).stat().st_mode) == 0o600
     assert json.loads((tmp_path / "info/rendezvous.json").read_text())["container_slot_counts"] == [2]
+    assert json.loads((tmp_path / "info/resources.json").read_text()) == {"gpu_uuids": []}
+    gpus = [Slot(id=1, type="cuda", uuid="GPU-a"), Slot(id=2, type="cuda", uuid="GPU-b"), Slot(id=3, type="cuda",
+                                                                                              uuid="GPU-c")]
+    write_info_files(tmp_path / "gpu", msg(), "http://m", "c", "ag", gpus)
+    # Determined's ResourcesInfo: the task's own GPUs (slots 1 and 3), which its Trial API trains on.
+    assert json.loads((tmp_path / "gpu/resources.json").read_text()) == {"gpu_uuids": ["GPU-a", "GPU-c"]}
     write_info_files(tmp_path / "i2", msg(trial_info=None), "http://m", "c", "ag")
     assert not (tmp_path / "i2/trial.json").exists()
 
