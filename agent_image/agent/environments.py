@@ -31,10 +31,10 @@ log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 60.0
 # Run by the environment's interpreter (isolated: no PYTHON* variables, no user site): where it lives.
 _PROBE = (
-    "import json,os,sys;print(json.dumps({'prefix':sys.prefix,'base_prefix':sys.base_prefix,"
+    "import importlib.util,json,os,sys;print(json.dumps({'prefix':sys.prefix,'base_prefix':sys.base_prefix,"
     "'exec_prefix':sys.exec_prefix,'base_exec_prefix':sys.base_exec_prefix,"
     "'executable':os.path.realpath(sys.executable),'path':[p for p in sys.path if p],"
-    "'version':sys.version.split()[0]}))"
+    "'version':sys.version.split()[0],'determined':importlib.util.find_spec('determined') is not None}))"
 )
 
 
@@ -50,6 +50,7 @@ class TaskEnvironment:
     virtual_env: Path | None  # VIRTUAL_ENV for a virtualenv, else None
     paths: tuple[Path, ...] = ()  # what a task must see to run it (real paths)
     version: str = ""
+    determined_harness: bool = False  # Determined's own package is installed: its launcher runs Trial classes
 
 
 def _interpreter(path: Path) -> Path:
@@ -89,7 +90,8 @@ def probe(name: str, path: Path, timeout: float = PROBE_TIMEOUT_S) -> TaskEnviro
     venv = Path(info["prefix"]) if info["prefix"] != info["base_prefix"] else None
     seen = [info["prefix"], info["base_prefix"], info["exec_prefix"], info["base_exec_prefix"],
             os.path.dirname(info["executable"]), str(python.parent), *info["path"]]
-    env = TaskEnvironment(name, python, python.parent, venv, _real_paths(seen), str(info.get("version", "")))
+    env = TaskEnvironment(name, python, python.parent, venv, _real_paths(seen), str(info.get("version", "")),
+                          bool(info.get("determined")))
     if not (env.bin_dir / "python3").exists():
         log.warning("environment %s: %s has no python3, so `python3` in its tasks is not %s", name, env.bin_dir,
                     python)

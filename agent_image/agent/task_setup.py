@@ -178,19 +178,24 @@ def build_env(
     return env
 
 
-def legacy_command(trial: str, slots_per_trial: int) -> list[str]:
+def legacy_command(trial: str, slots_per_trial: int, determined_harness: bool = False) -> list[str]:
     """``entrypoint: model_def:MyTrial``: the Trial harness in one process for one slot, under the
-    torch launcher (one worker per slot of the gang) for more."""
+    torch launcher (one worker per slot of the gang) for more. In an environment with Determined's
+    own package, what its 0.38.1 ``exec/launch.py`` runs for any slot count: its torch launcher."""
+    if determined_harness:
+        return ["python3", "-m", "determined.launch.torch_distributed", "--trial", trial]
     if slots_per_trial > 1:
         return ["python3", "-m", "launchers.torch_distributed", "--trial", trial]
     return ["python3", "-m", "controlplane.exec.harness", trial]
 
 
-def build_command(entrypoint: str | list[str], context_dir: Path, slots_per_trial: int = 1) -> list[str]:
+def build_command(entrypoint: str | list[str], context_dir: Path, slots_per_trial: int = 1,
+                  determined_harness: bool = False) -> list[str]:
     """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one.
-    ``slots_per_trial`` (the whole gang's) picks how a legacy ``module:Class`` entrypoint runs."""
+    ``slots_per_trial`` (the whole gang's) and ``determined_harness`` (the task's environment has
+    Determined's package) pick how a legacy ``module:Class`` entrypoint runs."""
     if isinstance(entrypoint, str) and LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
-        entrypoint = legacy_command(entrypoint.strip(), slots_per_trial)
+        entrypoint = legacy_command(entrypoint.strip(), slots_per_trial, determined_harness)
     if isinstance(entrypoint, str):
         if (context_dir / STARTUP_HOOK).is_file():
             return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]

@@ -230,7 +230,8 @@ class TaskRunner:
         safe_extract(tgz, context_dir)
         write_info_files(task_dir / "info", msg, self._master_url, self._cluster_id(), self._agent_id,
                          self._slots)
-        argv = build_command(msg.entrypoint, context_dir, sum(msg.container_slot_counts) or len(msg.slot_ids))
+        argv = build_command(msg.entrypoint, context_dir, sum(msg.container_slot_counts) or len(msg.slot_ids),
+                             self.environment_for(msg).determined_harness)
         if self._sandbox is None:
             return argv, []
         # Determined's harness saves the model definition into each checkpoint from a clean,

@@ -149,3 +149,13 @@ async def test_a_task_runs_in_its_environment(master: FakeMaster, start_agent: A
     done = await master.wait_until(lambda: exited(master, "e2"), timeout=30)
     assert done.exit_code is None
     assert "no environment 'tf-2'" in done.reason and "default, venv" in done.reason, done.reason
+
+
+def test_an_environment_with_determineds_package_runs_trial_classes_with_its_launcher(tmp_path):
+    venv = make_venv(tmp_path)
+    assert probe("plain", venv).determined_harness is False
+    purelib = subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "determined").mkdir()
+    Path(purelib, "determined", "__init__.py").write_text("")
+    assert probe("det", venv).determined_harness is True

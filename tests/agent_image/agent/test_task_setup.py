@@ -117,6 +117,10 @@ def test_legacy_trial_entrypoint_runs_the_harness_or_the_torch_launcher(tmp_path
     assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=2) == [
         "bash", "-c",
         "source ./startup-hook.sh && exec python3 -m launchers.torch_distributed --trial model_def:MyTrial"]
+    # Where Determined's own package is installed, its 0.38.1 exec/launch.py choice: its torch launcher.
+    assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=1, determined_harness=True) == [
+        "bash", "-c",
+        "source ./startup-hook.sh && exec python3 -m determined.launch.torch_distributed --trial model_def:MyTrial"]
 
 
 def test_a_host_path_another_agent_creates_at_the_same_moment_is_used(tmp_path, monkeypatch):
