@@ -24,6 +24,9 @@ class MasterSettings:
     join_token: str = ""  # agents must present it; empty only in tests that say so
     cluster_name: str = "controlplane"
     checkpoint_storage: dict[str, Any] = field(default_factory=dict)
+    # Determined's task_container_defaults.image: the environment of an experiment that names none
+    # (a name, or {cpu:, cuda:, rocm:}); None: the agents' own interpreter, ``default``.
+    default_image: str | dict[str, str] | None = None
     # An agent away longer than this loses its allocations (re-queued without spending restarts).
     agent_reconnect_wait_s: float = 25.0
     kill_grace_s: float = 10.0
@@ -69,6 +72,21 @@ def _read_join_token(path: Path) -> str:
     return path.read_text().strip()
 
 
+def _default_image(defaults: Any) -> str | dict[str, str] | None:
+    if defaults is None:
+        return None
+    if not isinstance(defaults, dict):
+        raise ConfigError("task_container_defaults", "must be a mapping")
+    image = defaults.get("image")
+    if image is None or (isinstance(image, str) and image):
+        return image
+    if isinstance(image, dict) and image and all(isinstance(k, str) and k in ("cpu", "cuda", "rocm") and
+                                                 isinstance(v, str) and v for k, v in image.items()):
+        return dict(image)
+    raise ConfigError("task_container_defaults.image", "must be an environment name or a mapping of "
+                                                       "cpu/cuda/rocm to names")
+
+
 def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     """Read master.yaml; errors name the field."""
     from controlplane.config.yaml_io import load_yaml
@@ -108,6 +126,7 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         default_aux_pool=default_aux,
         log_level=str(raw.get("log_level", "INFO")),
         public_url=str(raw.get("public_url", "")),
+        default_image=_default_image(raw.get("task_container_defaults")),
     )
     for key, attr in (
         ("agent_reconnect_wait", "agent_reconnect_wait_s"),

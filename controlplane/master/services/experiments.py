@@ -138,6 +138,9 @@ def _final_config(settings: MasterSettings, raw: dict) -> dict:
         for key, default in (("save_experiment_best", 0), ("save_trial_best", 1), ("save_trial_latest", 1)):
             storage.setdefault(key, default)
         cfg["checkpoint_storage"] = storage
+    environment = cfg.setdefault("environment", {})
+    if settings.default_image is not None and not environment.get("image"):
+        environment["image"] = settings.default_image  # Determined's task_container_defaults.image
     resources = cfg.setdefault("resources", {})
     pools = settings.pool_names()
     pool = resources.get("resource_pool") or settings.default_resource_pool

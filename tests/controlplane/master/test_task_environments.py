@@ -104,3 +104,34 @@ def test_an_older_agents_register_offers_the_default_environment():
     start = msgspec.json.decode(wire.encode(wire.StartTask("x", "t", "TRIAL", "true", {}, [], "tok")))
     start.pop("environment")  # an older master's StartTask
     assert wire.decode_from_master(msgspec.json.encode(start)).environment == "default"
+
+
+async def test_the_clusters_task_container_defaults_image_is_the_environment_of_an_experiment_naming_none(api):
+    api.rt.settings.default_image = "determined-0.38.1"  # master.yaml: task_container_defaults.image
+    plain = FakeAgent(api.rt, "agent-1", slots=1)
+    await plain.register()
+    message = await refused(api, ONE)  # only `default` is offered: nowhere for it to run
+    assert "offers the environment 'determined-0.38.1'" in message and "environment.image" in message, message
+    offering = FakeAgent(api.rt, "agent-2", slots=1, environments=("default", "determined-0.38.1"))
+    await offering.register()
+    exp_id = await create_experiment(api, ONE)
+    start = await offering.next_message()
+    assert isinstance(start, wire.StartTask) and start.environment == "determined-0.38.1"
+    config = (await api.get(f"/api/v1/experiments/{exp_id}")).json()["config"]
+    assert config["environment"]["image"] == "determined-0.38.1"
+    # What the experiment names itself wins.
+    await create_experiment(api, with_image("default"))
+    start = await plain.next_message()
+    assert isinstance(start, wire.StartTask) and start.environment == "default"
+
+
+def test_task_container_defaults_image_is_read_from_master_yaml(tmp_path):
+    from controlplane.config.errors import ConfigError
+    from controlplane.master.settings import load_settings
+
+    path = tmp_path / "master.yaml"
+    path.write_text(yaml.safe_dump({"task_container_defaults": {"image": {"cpu": "determined-0.38.1"}}}))
+    assert load_settings(path).default_image == {"cpu": "determined-0.38.1"}
+    path.write_text(yaml.safe_dump({"task_container_defaults": {"image": 3}}))
+    with pytest.raises(ConfigError, match="task_container_defaults.image"):
+        load_settings(path)
