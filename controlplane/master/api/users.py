@@ -14,6 +14,7 @@ from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.authz import Action, opt
+from controlplane.master.errors import BadRequest
 from controlplane.master.services import auth, tokens
 from controlplane.master.services import users as svc
 from controlplane.master.services.token_cache import USER_TOKENS
@@ -133,6 +134,8 @@ async def list_tokens(
 ) -> tokens.TokensResponse:
     """One's own sessions (an admin: everyone's, or ``username``'s), without the token itself."""
     me = user_of(request)
+    if any(not 0 <= t <= 2**31 - 1 for t in token_ids or []):
+        raise BadRequest(f"tokenIds: each must be a token id (0..{2**31 - 1})")
     async with runtime_of(request).sessions() as session:
         return await tokens.list_tokens(session, me, username=username, show_inactive=show_inactive,
                                         token_ids=token_ids or [], sort_by=sort_by, order_by=order_by,

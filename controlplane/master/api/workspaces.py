@@ -15,6 +15,7 @@ from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import MAX_ID, ListLimit, ListOffset, OrderBy, QueryText, SortBy
 from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt
+from controlplane.master.errors import BadRequest
 from controlplane.master.services import workspaces as svc
 
 ExactName = Annotated[str | None, QueryParameter(name="nameCaseSensitive", max_length=255, pattern=r"^[^\x00]*$")]
@@ -25,6 +26,14 @@ Users = Annotated[list[str] | None, Parameter(max_items=100, description="owners
 UserIds = Annotated[list[int] | None, QueryParameter(name="userIds", max_items=100, description="owners' ids")]
 
 
+def user_ids_of(values: list[int] | None) -> list[int]:
+    """``userIds`` checked as ids (a value past 32 bits would overflow the database's column)."""
+    for value in values or []:
+        if not 0 <= value <= MAX_ID:
+            raise BadRequest(f"userIds: {value} is not a user id (0..{MAX_ID})")
+    return values or []
+
+
 @get("/api/v1/workspaces", operation_id="GetWorkspaces", opt=opt(Action.VIEW), tags=["workspaces"])
 async def list_workspaces(request: Request, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
                           name_case_sensitive: ExactName = None, archived: bool | None = None,
@@ -33,7 +42,7 @@ async def list_workspaces(request: Request, limit: ListLimit = 0, offset: ListOf
     user_of(request)
     async with runtime_of(request).sessions() as session:
         return await svc.list_workspaces(session, name=name, exact_name=name_case_sensitive, archived=archived,
-                                         pinned=pinned, users=users or [], user_ids=user_ids or [],
+                                         pinned=pinned, users=users or [], user_ids=user_ids_of(user_ids),
                                          sort_by=sort_by, order_by=order_by, offset=offset, limit=limit)
 
 
@@ -81,8 +90,8 @@ async def list_projects(request: Request, workspace_id: AnyWorkspaceId, limit: L
     user_of(request)
     async with runtime_of(request).sessions() as session:
         return await svc.list_projects(session, workspace_id, name=name, archived=archived, users=users or [],
-                                       user_ids=user_ids or [], sort_by=sort_by, order_by=order_by, offset=offset,
-                                       limit=limit)
+                                       user_ids=user_ids_of(user_ids), sort_by=sort_by, order_by=order_by,
+                                       offset=offset, limit=limit)
 
 
 @post("/api/v1/workspaces/{workspace_id:int}/projects", operation_id="PostProject", opt=opt(Action.CREATE),

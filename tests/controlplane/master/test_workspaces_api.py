@@ -72,6 +72,10 @@ async def test_names_and_keys_are_unique_and_bad_input_names_the_field(api):
     r = await api.post("/api/v1/workspaces/1/projects", json={"name": "a"})
     assert r.status_code == 409 and "name" in r.json()["message"]
     assert (await api.post("/api/v1/workspaces/999/projects", json={"name": "a"})).status_code == 404
+    r = await api.get("/api/v1/workspaces", params={"userIds": [1, 2**40]})
+    assert r.status_code == 400 and "userIds" in r.json()["message"]
+    r = await api.get("/api/v1/tokens", params={"tokenIds": [-1]})
+    assert r.status_code == 400 and "tokenIds" in r.json()["message"]
 
 
 async def test_owner_or_admin_changes_and_deletes_viewers_cannot_create(api):
