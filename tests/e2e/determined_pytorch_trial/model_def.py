@@ -6,9 +6,8 @@ harness, ``world_size`` reads 2.
 """
 
 import torch
-from torch import nn
-
 from determined import pytorch
+from torch import nn
 
 
 def _points() -> torch.utils.data.TensorDataset:
