@@ -99,6 +99,7 @@ class Group:
         self.log_prefix = log_prefix
         self.status_dir = status_dir
         self.failure: int | None = None
+        self.stopped_by = 0  # the stopping signal the launcher got, if any
         self.kill_at: float | None = None
         self._received: list[int] = []
         self._ranks: dict[str, int] = {}  # rank -> process group, from the status directory
@@ -207,6 +208,7 @@ class Group:
             sig = self._received.pop(0)
             if sig in _STOPPING:
                 self._say(f"got {signal.Signals(sig).name}: stopping the workers")
+                self.stopped_by = self.stopped_by or sig
                 self._stop_all(sig)
             else:
                 for w in self._live():
@@ -234,7 +236,11 @@ class Group:
                     live += 1
                 elif i not in reported:
                     reported.add(i)
-                    if rc != 0 and self.failure is None:
+                    if rc != 0 and self.failure is None and self.stopped_by:
+                        # Stopped by a signal: exit as a process that signal ended does, whether a
+                        # worker died of it or of the SIGKILL after its grace (a loaded machine).
+                        self.failure = 128 + self.stopped_by
+                    elif rc != 0 and self.failure is None:
                         others = [x.name for x in self._live() if x is not w]
                         self.fail(exit_code(rc), f"{w.name or w.argv[0]} exited {exit_code(rc)}"
                                   + (f": stopping {', '.join(others)}" if others else ""))

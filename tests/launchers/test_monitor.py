@@ -109,3 +109,19 @@ def test_a_signal_to_the_launcher_stops_every_worker(tmp_path, sig):
     threading.Timer(0.2, proc.send_signal, (sig,)).start()
     assert proc.wait(30) == 128 + sig
     assert gone(x) and gone(y)
+
+
+def test_a_launcher_stopped_by_a_signal_exits_with_it_even_when_its_workers_needed_the_sigkill(tmp_path):
+    """What a loaded machine did to the test above: the workers outlived the grace and died of the
+    SIGKILL (137). The launcher was still stopped by SIGINT, and says so (130)."""
+    deaf = ("import os, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)")
+    code = (
+        "import sys\n"
+        "from launchers import monitor\n"
+        f"sys.exit(monitor.run([monitor.Worker([sys.executable, '-c', {deaf!r}, '{tmp_path}/x'])], grace_s=1))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    x = wait_file(tmp_path / "x")
+    threading.Timer(0.2, proc.send_signal, (signal.SIGINT,)).start()
+    assert proc.wait(30) == 128 + signal.SIGINT
+    assert gone(x)
