@@ -116,6 +116,15 @@ def test_real_client_cluster_admin_workspace_job_calls(local_cluster, determined
     assert "Uncategorized" in det("template", "list", "--details").stdout
     assert yaml.safe_load(det("template", "describe", "cheap").stdout) == {"max_restarts": 3,
                                                                           "resources": {"priority": 7}}
+    # det e create --template: merged under the config (which wins where it speaks); unknown: refused.
+    templated = tmp_path / "templated.yaml"
+    templated.write_text(yaml.safe_dump({**yaml.safe_load((EXAMPLE / "const.yaml").read_text()), "max_restarts": 1}))
+    created = det("experiment", "create", "--paused", "--template", "cheap", str(templated), str(EXAMPLE)).stdout
+    exp_id = re.search(r"Created experiment (\d+)", created).group(1)
+    shown = yaml.safe_load(det("experiment", "config", exp_id).stdout)
+    assert (shown["resources"]["priority"], shown["max_restarts"]) == (7, 1), shown
+    unknown = det("experiment", "create", "--paused", "--template", "nope", str(templated), str(EXAMPLE), ok=False)
+    assert unknown.returncode != 0 and "nope" in unknown.stderr + unknown.stdout, unknown.stderr
 
     # The SDK, in the client's own interpreter.
     script = f"""
