@@ -84,20 +84,28 @@ def test_core_api_tutorials_1_to_3(cluster, tmp_path):
     api = requests.Session()
     api.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    # Stage 2 first, alone: paused as soon as its first checkpoint is stored (the script runs for
-    # 10 s; the pause is asked over HTTP within a poll of that report, the same moment the script
-    # looks for it), then activated: it must resume from that checkpoint.
+    # Stage 2 first, alone: paused as soon as its trial has started, so the pause is pending from
+    # the script's first preemption check (after its checkpoint at batch 10) whatever the load,
+    # then activated: it must resume from the checkpoint it stored before it stopped.
     checkpoints_exp = submit(cluster, tmp_path, "2_checkpoints")
 
-    def first_checkpoint() -> bool:
+    def started() -> bool:
         trials = api.get(f"{cluster.url}/api/v1/experiments/{checkpoints_exp}/trials", timeout=10).json()["trials"]
-        return bool(trials) and bool(api.get(f"{cluster.url}/api/v1/trials/{trials[0]['id']}/checkpoints",
-                                             timeout=10).json()["checkpoints"])
+        return bool(trials) and trials[0]["state"] == "STATE_RUNNING"
 
-    wait_for(first_checkpoint, 300, "stage 2's first checkpoint", interval_s=0.05)
+    wait_for(started, 300, "stage 2's trial to start", interval_s=0.05)
     api.post(f"{cluster.url}/api/v1/experiments/{checkpoints_exp}/pause", timeout=10).raise_for_status()
-    wait_for(lambda: describe(cluster, checkpoints_exp)["experiment"]["state"] == "STATE_PAUSED", 300,
-             "the pause to be honoured")
+    task_id = describe(cluster, checkpoints_exp)["trials"][0]["taskId"]
+
+    def stopped() -> bool:  # the experiment reads PAUSED at once; its trial's process ends later
+        live = api.get(f"{cluster.url}/api/v1/tasks", timeout=10).json()["allocationIdToSummary"].values()
+        return all(a["taskId"] != task_id for a in live)
+
+    wait_for(stopped, 300, "the paused trial's process to stop")
+    paused = describe(cluster, checkpoints_exp)["trials"][0]
+    stored = [c["metadata"]["steps_completed"] for c in paused["checkpoints"] if c["state"] == "STATE_COMPLETED"]
+    assert stored and max(stored) < 100, (
+        f"it stopped with checkpoints {stored}:\n{_why(cluster, describe(cluster, checkpoints_exp))}")
     metrics_exp = submit(cluster, tmp_path, "1_metrics")
     search_exp = submit(cluster, tmp_path, "3_hpsearch")
     cluster.det("experiment", "activate", str(checkpoints_exp))

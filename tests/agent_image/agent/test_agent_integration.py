@@ -29,7 +29,7 @@ info_dir = os.environ["DET_INFO_DIR"]
 info = json.load(open(os.path.join(info_dir, "cluster.json")))
 print("cluster", info["cluster_id"], info["allocation_id"])
 print("info", json.dumps({name: json.load(open(os.path.join(info_dir, name + ".json")))
-                          for name in ("cluster", "trial", "rendezvous")}, sort_keys=True))
+                          for name in ("cluster", "trial", "rendezvous", "ports", "resources")}, sort_keys=True))
 print("mode", oct(os.stat(os.path.join(info_dir, "cluster.json")).st_mode & 0o777))
 print("WARNING: to stderr", file=sys.stderr)
 """
@@ -109,8 +109,9 @@ async def test_register_run_logs_and_exit(master: FakeMaster, start_agent: Agent
     assert cluster["latest_checkpoint"] is None and cluster["task_type"] == "TRIAL"
     assert info["trial"] == {"trial_id": 7, "experiment_id": 3}
     rdv = info["rendezvous"]
-    assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2],
-                   "chief_port": 0, "dist_ports": [], "ssh_ports": [], "ssh_key_file": None}
+    assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2]}
+    assert info["ports"] == {"chief_port": 0, "dist_ports": [], "ssh_ports": [], "ssh_key_file": None}
+    assert info["resources"] == {"gpu_uuids": []}
     assert "mode 0o600" in by_msg
     # the task directory goes once the allocation has ended; its logs reached the master first
     task_dir = tmp_path / "work" / "tasks" / "a1"
