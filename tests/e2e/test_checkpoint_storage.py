@@ -100,7 +100,11 @@ def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads
     listed = wait_for(settled, 300, "checkpoint GC to finish")
     steps = {c["uuid"]: c["metadata"]["steps_completed"] for c in listed}
     loss = {c["uuid"]: c["training"]["validationMetrics"]["avgMetrics"]["validation_loss"] for c in listed}
-    latest, best = max(steps, key=steps.get), min(loss, key=loss.get)
+    # The killed run may have announced a checkpoint it never completed (GC deletes it); the resumed
+    # run redoes that step with the same loss, so on a tie the completed one is the one ranked.
+    done = {c["uuid"] for c in listed if c["state"] == "STATE_COMPLETED"}
+    latest = max(steps, key=lambda u: (steps[u], u in done))
+    best = min(loss, key=lambda u: (loss[u], u not in done))
     assert first not in (latest, best), "the registered checkpoint must be one the policy would delete"
     kept = {latest, best, first}
     assert {c["uuid"] for c in listed if c["state"] == "STATE_COMPLETED"} == kept, [
