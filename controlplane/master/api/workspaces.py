@@ -26,6 +26,14 @@ Users = Annotated[list[str] | None, Parameter(max_items=100, description="owners
 UserIds = Annotated[list[int] | None, QueryParameter(name="userIds", max_items=100, description="owners' ids")]
 
 
+def usernames_of(values: list[str] | None) -> list[str]:
+    """``users`` checked as usernames: a NUL byte, which PostgreSQL refuses in text, is a 400 here."""
+    for value in values or []:
+        if "\x00" in value or len(value) > 255:
+            raise BadRequest(f"users: {value[:40]!r} is not a username (at most 255 characters, no NUL)")
+    return values or []
+
+
 def user_ids_of(values: list[int] | None) -> list[int]:
     """``userIds`` checked as ids (a value past 32 bits would overflow the database's column)."""
     for value in values or []:
@@ -42,7 +50,7 @@ async def list_workspaces(request: Request, limit: ListLimit = 0, offset: ListOf
     user_of(request)
     async with runtime_of(request).sessions() as session:
         return await svc.list_workspaces(session, name=name, exact_name=name_case_sensitive, archived=archived,
-                                         pinned=pinned, users=users or [], user_ids=user_ids_of(user_ids),
+                                         pinned=pinned, users=usernames_of(users), user_ids=user_ids_of(user_ids),
                                          sort_by=sort_by, order_by=order_by, offset=offset, limit=limit)
 
 
@@ -89,7 +97,7 @@ async def list_projects(request: Request, workspace_id: AnyWorkspaceId, limit: L
                         order_by: OrderBy = None) -> svc.ProjectsResponse:
     user_of(request)
     async with runtime_of(request).sessions() as session:
-        return await svc.list_projects(session, workspace_id, name=name, archived=archived, users=users or [],
+        return await svc.list_projects(session, workspace_id, name=name, archived=archived, users=usernames_of(users),
                                        user_ids=user_ids_of(user_ids), sort_by=sort_by, order_by=order_by,
                                        offset=offset, limit=limit)
 
