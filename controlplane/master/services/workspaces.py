@@ -218,6 +218,17 @@ def _ordered(q: Select, column: Any, id_column: Any, sort_by: str | None, order_
     return q.order_by(*(c.desc() if desc else c.asc() for c in cols))
 
 
+async def _listed(session: AsyncSession, q: Select, column: Any, id_column: Any, sort_by: str | None,
+                  order_by: str | None, offset: int, limit: int) -> tuple[list[Any], Pagination]:
+    """One page of ``q`` in the order asked for, and Determined's pagination of it."""
+    offset, size = _page(offset, limit)
+    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    rows = list((await session.scalars(_ordered(q, column, id_column, sort_by, order_by)
+                                       .offset(offset).limit(size))).all())
+    return rows, Pagination(offset=offset, limit=limit, start_index=offset, end_index=offset + len(rows),
+                            total=total)
+
+
 def _users_filter(q: Select, owner_column: Any, users: list[str], user_ids: list[int]) -> Select:
     if users:
         q = q.where(owner_column.in_(select(User.id).where(User.username.in_(users))))
@@ -233,7 +244,6 @@ async def list_workspaces(session: AsyncSession, *, name: str | None, exact_name
     """``name``: the whole name in any case (Determined's ILIKE); ``nameCaseSensitive``: exactly."""
     if sort_by not in (None, "", "SORT_BY_UNSPECIFIED", "SORT_BY_ID", "SORT_BY_NAME"):
         raise BadRequest(f"sortBy: must be SORT_BY_ID or SORT_BY_NAME, got {sort_by}")
-    offset, size = _page(offset, limit)
     q = select(Workspace)
     if name:
         q = q.where(Workspace.name_key == name.lower())
@@ -244,11 +254,8 @@ async def list_workspaces(session: AsyncSession, *, name: str | None, exact_name
     if pinned:  # nothing is pinned here
         q = q.where(Workspace.id.is_(None))
     q = _users_filter(q, Workspace.owner_id, users, user_ids)
-    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = list((await session.scalars(_ordered(q, Workspace.name, Workspace.id, sort_by, order_by)
-                                       .offset(offset).limit(size))).all())
-    return WorkspacesResponse(workspaces=await workspace_views(session, rows), pagination=Pagination(
-        offset=offset, limit=limit, start_index=offset, end_index=offset + len(rows), total=total))
+    rows, page = await _listed(session, q, Workspace.name, Workspace.id, sort_by, order_by, offset, limit)
+    return WorkspacesResponse(workspaces=await workspace_views(session, rows), pagination=page)
 
 
 async def get_workspace(session: AsyncSession, workspace_id: int) -> Workspace:
@@ -322,7 +329,6 @@ async def list_projects(session: AsyncSession, workspace_id: int, *, name: str |
         raise BadRequest(f"sortBy: must be SORT_BY_ID, SORT_BY_NAME or SORT_BY_CREATION_TIME, got {sort_by}")
     if workspace_id:
         await get_workspace(session, workspace_id)
-    offset, size = _page(offset, limit)
     q = select(Project)
     if workspace_id:
         q = q.where(Project.workspace_id == workspace_id)
@@ -331,11 +337,8 @@ async def list_projects(session: AsyncSession, workspace_id: int, *, name: str |
     if archived is not None:
         q = q.where(Project.archived.is_(archived))
     q = _users_filter(q, Project.owner_id, users, user_ids)
-    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = list((await session.scalars(_ordered(q, Project.name, Project.id, sort_by, order_by)
-                                       .offset(offset).limit(size))).all())
-    return ProjectsResponse(projects=await project_views(session, rows), pagination=Pagination(
-        offset=offset, limit=limit, start_index=offset, end_index=offset + len(rows), total=total))
+    rows, page = await _listed(session, q, Project.name, Project.id, sort_by, order_by, offset, limit)
+    return ProjectsResponse(projects=await project_views(session, rows), pagination=page)
 
 
 async def get_project(session: AsyncSession, project_id: int) -> Project:
