@@ -83,8 +83,7 @@ def rendezvous_info(msg: StartTask) -> dict[str, Any]:
 def resources_info(msg: StartTask, slots: list[Slot]) -> dict[str, Any]:
     """resources.json: Determined's ``ResourcesInfo``, the UUIDs of the task's GPUs (none for CPU
     slots); its Trial API reads ``gpu_uuids`` to choose between CPU and GPU training."""
-    by_id = {s.id: s for s in slots}
-    return {"gpu_uuids": [by_id[i].uuid for i in msg.slot_ids if i in by_id and by_id[i].type == "cuda"]}
+    return {"gpu_uuids": [s.uuid for s in cuda_slots(list(msg.slot_ids), slots)]}
 
 
 def ports_info(msg: StartTask) -> dict[str, Any]:
@@ -119,10 +118,14 @@ def make_host_dir(path: Path, owner: tuple[int, int] | None) -> None:
         os.chown(path, *owner)
 
 
-def cuda_visible_devices(slot_ids: list[int], slots: list[Slot]) -> str:
+def cuda_slots(slot_ids: list[int], slots: list[Slot]) -> list[Slot]:
+    """The task's slots that are GPUs, in the task's order."""
     by_id = {s.id: s for s in slots}
-    ids = [i for i in slot_ids if i in by_id and by_id[i].type == "cuda"]
-    return ",".join(str(i) for i in ids)
+    return [by_id[i] for i in slot_ids if i in by_id and by_id[i].type == "cuda"]
+
+
+def cuda_visible_devices(slot_ids: list[int], slots: list[Slot]) -> str:
+    return ",".join(str(s.id) for s in cuda_slots(slot_ids, slots))
 
 
 def build_env(
