@@ -59,6 +59,7 @@ class Orchestrator:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
+        self._wakeups: list[object] = []  # notifier keys, woken once the transaction has committed
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
 
     # ---- loop -------------------------------------------------------------------------------
@@ -111,6 +112,11 @@ class Orchestrator:
     def _send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None:
         self._outgoing.append((agent_id, msg))
 
+    def _notify_after_commit(self, key: object) -> None:
+        # A long-poll woken before the commit reads the old row, then waits again for a wake-up
+        # that has already happened: a trial would miss its preemption for a whole poll (60 s).
+        self._wakeups.append(key)
+
     class _Txn:
         def __init__(self, orch: Orchestrator) -> None:
             self.orch = orch
@@ -118,6 +124,7 @@ class Orchestrator:
         async def __aenter__(self) -> AsyncSession:
             await self.orch.lock.acquire()
             self.orch._outgoing = []
+            self.orch._wakeups = []
             self.cm = self.orch.rt.sessions.begin()
             return await self.cm.__aenter__()
 
@@ -127,8 +134,11 @@ class Orchestrator:
                 if exc[0] is None:
                     for agent_id, msg in self.orch._outgoing:
                         self.orch.rt.hub.send(agent_id, msg)
+                    for key in self.orch._wakeups:
+                        self.orch.rt.notifier.notify(key)
             finally:
                 self.orch._outgoing = []
+                self.orch._wakeups = []
                 self.orch.lock.release()
 
     def transaction(self) -> _Txn:
@@ -373,12 +383,12 @@ class Orchestrator:
             alloc.preempt_requested = True
             alloc.preempt_requested_at = utcnow()
             log.info("preempting %s: %s", alloc.id, reason)
-        self.rt.notifier.notify(("preempt", alloc.id))
+        self._notify_after_commit(("preempt", alloc.id))
 
     async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
                                 reason: str, *, agent_lost: bool) -> None:
         lifecycle.end_allocation(session, alloc, reason or ("agent lost" if agent_lost else "exited"), exit_code)
-        self.rt.notifier.notify(("preempt", alloc.id))
+        self._notify_after_commit(("preempt", alloc.id))
         trial = await session.get(Trial, alloc.trial_id)
         if trial is None:
             return

@@ -127,6 +127,27 @@ async def test_pause_signals_preemption_and_activate_resumes(api):
     assert second.env["DET_LATEST_CHECKPOINT"] == ckpt
 
 
+async def test_a_preemption_long_poll_waiting_when_the_spot_notice_comes_answers_true(api):
+    """The long-poll is woken once the preemption is committed: woken before, it read the old row
+    and the trial trained on for a whole poll (60 s) past its instance's notice."""
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
+    first = await agent.next_message()
+    await agent.start(first)
+    signal = f"/api/v1/allocations/{first.allocation_id}/signals/preemption?timeout_seconds=60"
+    poll = asyncio.create_task(api.get(signal, headers=task_headers(first.session_token)))
+    key = ("preempt", first.allocation_id)
+    for _ in range(1000):  # until the handler is waiting for its wake-up
+        if key in api.rt.notifier._events or poll.done():
+            break
+        await asyncio.sleep(0.01)
+    assert not poll.done(), poll.result().text
+    await api.rt.orchestrator.agent_interrupted(agent.agent_id, "EC2 spot interruption: terminate")
+    answer = await asyncio.wait_for(poll, 30)
+    assert answer.json() == {"preempt": True}
+
+
 async def test_a_gang_lives_and_dies_together(api):
     a1, a2 = FakeAgent(api.rt, "agent-1", slots=2), FakeAgent(api.rt, "agent-2", slots=2)
     await a1.register()
