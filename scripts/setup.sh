@@ -15,6 +15,18 @@ if ! command -v bwrap >/dev/null 2>&1; then
          "det-agent refuses to start without it unless given --task-runtime process" >&2
   fi
 fi
+# The web UI's browser tests drive Debian's chromium (Playwright's own browser download cannot work here).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq chromium >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }) ||
+      echo "warning: could not install chromium; the web UI's browser tests need it" >&2
+  else
+    echo "warning: chromium is missing (e.g. sudo apt-get install chromium): the web UI's browser tests need it" >&2
+  fi
+fi
+# The web UI's htmx and uPlot, from npm (webui/package-lock.json), copied into the package.
+bash scripts/webui_assets.sh
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
+from litestar.response import Redirect
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
@@ -18,19 +19,23 @@ from controlplane.master.api.auth_guard import authorize_route
 from controlplane.master.db.engine import make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
-from controlplane.master.errors import ApiError, error_body
+from controlplane.master.errors import ApiError, Unauthenticated, error_body
 from controlplane.master.log_ring import LogRing
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
 from controlplane.master.services.workspaces import own_defaults
 from controlplane.master.settings import MasterSettings
+from controlplane.master.webui import routes as webui_routes
+from controlplane.master.webui import session as web_session
 from controlplane.state.machine import IllegalTransition
 from controlplane.version import __version__
 
 log = logging.getLogger("controlplane.master")
 
 
-def _api_error(_: Request, exc: ApiError) -> Response:
+def _api_error(request: Request, exc: ApiError) -> Response:
+    if isinstance(exc, Unauthenticated) and web_session.is_page(request):
+        return Redirect(web_session.login_url(request), status_code=303)  # a browser: the sign-in page
     return Response(error_body(exc.message, exc.status), status_code=exc.status)
 
 
@@ -179,7 +184,7 @@ def create_app(settings: MasterSettings) -> Litestar:
             await stop_runtime(rt)
 
     app = Litestar(
-        route_handlers=[*routes.ALL, *docs.asset_routers()],
+        route_handlers=[*routes.ALL, *docs.asset_routers(), *webui_routes.all_routes()],
         guards=[authorize_route],
         lifespan=[lifespan],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, RecursionError: _too_deep,

@@ -76,15 +76,21 @@ def check_role(principal: Principal, action: Action) -> None:
         raise Forbidden(f"{who} may not {action.value.replace('_', ' ')}")
 
 
+def allows(principal: Principal, action: Action, owner_id: int | None = None) -> bool:
+    """Whether the caller may do ``action`` on work owned by ``owner_id`` (None: no owner to check).
+    The web UI asks this to decide which buttons a page shows; the API still checks every request."""
+    rule = rule_for(principal, action)
+    if rule is Rule.ALLOW or rule is Rule.OWN_TASK:
+        return True  # task scope is checked by require_trial / require_allocation / require_task
+    if rule is Rule.OWNER:
+        return owner_id is None or (isinstance(principal, AuthedUser) and principal.id == owner_id)
+    return False
+
+
 def require_owner(principal: Principal, action: Action, owner_id: int, what: str) -> None:
     """For OWNER rules: the caller must own ``what`` (e.g. "experiment 3") unless the rule allows all."""
-    rule = rule_for(principal, action)
-    if rule is Rule.ALLOW:
+    if allows(principal, action, owner_id):
         return
-    if rule is Rule.OWNER and isinstance(principal, AuthedUser) and principal.id == owner_id:
-        return
-    if rule is Rule.OWN_TASK:
-        return  # task scope is checked by require_trial / require_allocation / require_task
     raise Forbidden(f"only the owner of {what} or an admin may {action.value.replace('_', ' ')} it")
 
 

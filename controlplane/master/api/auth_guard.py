@@ -1,6 +1,8 @@
 """Who is calling, and may they: the guard every route passes through.
 
-A user signs in with ``Authorization: Bearer``; a task carries its allocation's session token.
+A user signs in with ``Authorization: Bearer`` (or, in a browser, the web UI's session cookie,
+which needs a CSRF token on every request that changes state); a task carries its allocation's
+session token.
 Each route names its ``authz.Action`` in ``opt``; ``authorize_route`` authenticates, applies the
 role part of ``authz.TABLE`` and, for a task token, the route's ``task_scope`` (the path
 parameter that must be the task's own trial, allocation or task). A route without an action is
@@ -22,6 +24,7 @@ from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import token_hash, user_for_token
 from controlplane.master.services.token_cache import TASK_TOKENS, USER_TOKENS
+from controlplane.master.webui import session as webui_session
 from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"
@@ -43,7 +46,11 @@ def runtime_of(request: ASGIConnection) -> MasterRuntime:
 async def current_user(request: ASGIConnection) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
-        raise Unauthenticated("missing or malformed Authorization: Bearer token")
+        token = webui_session.cookie_token(request)
+        if token is None:
+            raise Unauthenticated("missing or malformed Authorization: Bearer token")
+        if request.scope.get("method") not in webui_session.SAFE_METHODS and not webui_session.csrf_ok(request, token):
+            raise Forbidden("a request signed in by the session cookie needs its X-CSRF-Token header")
     key = token_hash(token)
     user = USER_TOKENS.get(key)
     if user is None:

@@ -1,0 +1,62 @@
+"""Browser sessions: the user token in a cookie, and the CSRF token that goes with it.
+
+The cookie is HttpOnly (no script reads the token) and SameSite=Strict (no other site's page
+sends it). Any request authenticated by the cookie that changes state must also carry
+``X-CSRF-Token`` (htmx and ``app.js`` add it) or a ``csrf`` form field: a value derived from the
+token that a page of another origin cannot know. API clients send ``Authorization: Bearer`` and
+are not affected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from urllib.parse import quote
+
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
+
+COOKIE = "det_session"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOGIN_PATH = "/login"
+
+
+def session_cookie(token: str, *, secure: bool) -> Cookie:
+    return Cookie(key=COOKIE, value=token, path="/", httponly=True, samesite="strict", secure=secure)
+
+
+def expired_cookie() -> Cookie:
+    return Cookie(key=COOKIE, value="", path="/", httponly=True, samesite="strict", max_age=0)
+
+
+def csrf_token(session_token: str) -> str:
+    return hmac.new(session_token.encode(), b"controlplane-csrf", hashlib.sha256).hexdigest()[:40]
+
+
+def cookie_token(connection: ASGIConnection) -> str | None:
+    value = connection.cookies.get(COOKIE)
+    return value or None
+
+
+def csrf_ok(connection: ASGIConnection, session_token: str, form_value: str | None = None) -> bool:
+    sent = connection.headers.get(CSRF_HEADER) or form_value or ""
+    return hmac.compare_digest(sent, csrf_token(session_token))
+
+
+def is_page(connection: ASGIConnection) -> bool:
+    """A browser asking for a page (not the API, the docs or an asset)."""
+    path = connection.url.path
+    return not path.startswith(("/api/", "/docs", "/static/")) and connection.scope.get("method") in SAFE_METHODS
+
+
+def login_url(connection: ASGIConnection) -> str:
+    target = connection.url.path + (f"?{connection.url.query}" if connection.url.query else "")
+    return f"{LOGIN_PATH}?next={quote(target, safe='')}"
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path on this master: ``//evil.example`` or ``https://...`` would be an open redirect."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
