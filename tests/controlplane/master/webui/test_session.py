@@ -1,0 +1,97 @@
+"""Signing in to the web UI: the session cookie, the CSRF token that must go with it, and where a
+browser without a session is sent."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import httpx
+
+from controlplane.master.webui import session as web_session
+
+
+@contextlib.asynccontextmanager
+async def _sign_in(api, username: str = "determined", password: str = "", next_path: str = "/experiments"):  # noqa: ANN001, ANN202
+    """A browser (its own cookie jar) after posting the sign-in form: (client, the form's answer)."""
+    async with httpx.AsyncClient(transport=api._transport, base_url="http://master") as browser:
+        r = await browser.post("/login", data={"username": username, "password": password, "next": next_path})
+        yield browser, r
+
+
+async def test_sign_in_sets_an_httponly_strict_cookie_and_goes_to_next(api):
+    async with _sign_in(api, next_path="/jobs") as (browser, r):
+        assert r.status_code == 303 and r.headers["location"] == "/jobs"
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith(f"{web_session.COOKIE}=")
+        assert "HttpOnly" in cookie and re.search(r"SameSite=strict", cookie, re.I), cookie
+        me = await browser.get("/api/v1/me")
+        assert me.status_code == 200 and me.json()["user"]["username"] == "determined"
+
+
+async def test_a_wrong_password_shows_the_form_again_with_a_message_and_no_cookie(api):
+    async with _sign_in(api, password="wrong") as (browser, r):
+        assert r.status_code == 401
+        assert "Wrong username or password." in r.text and "set-cookie" not in r.headers
+        assert 'value="determined"' in r.text  # the username is kept in the form
+
+
+async def test_next_never_leaves_the_master(api):
+    for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
+        async with _sign_in(api, next_path=target) as (browser, r):
+            assert r.status_code == 303 and r.headers["location"] == "/", (target, r.headers["location"])
+
+
+async def test_a_page_without_a_session_redirects_to_sign_in_but_the_api_answers_401(api):
+    browser = httpx.AsyncClient(transport=api._transport, base_url="http://master")
+    async with browser:
+        page = await browser.get("/jobs?pool=default")
+        assert page.status_code == 303
+        assert page.headers["location"] == "/login?next=%2Fjobs%3Fpool%3Ddefault"
+        form = await browser.get(page.headers["location"])
+        assert form.status_code == 200 and 'name="next" value="/jobs?pool=default"' in form.text
+        assert (await browser.get("/api/v1/experiments")).status_code == 401
+
+
+async def test_the_cookie_changes_state_only_with_its_csrf_token(api):
+    async with _sign_in(api) as (browser, _):
+        token = browser.cookies[web_session.COOKIE]
+        forged = await browser.post("/api/v1/experiments/999/pause")
+        assert forged.status_code == 403 and "X-CSRF-Token" in forged.json()["message"]
+        wrong = await browser.post("/api/v1/experiments/999/pause", headers={"X-CSRF-Token": "0" * 40})
+        assert wrong.status_code == 403
+        other_session = web_session.csrf_token("another session's token")
+        stale = await browser.post("/api/v1/experiments/999/pause", headers={"X-CSRF-Token": other_session})
+        assert stale.status_code == 403
+        # With its token the request reaches the handler (no such experiment).
+        own = {"X-CSRF-Token": web_session.csrf_token(token)}
+        ok = await browser.post("/api/v1/experiments/999/pause", headers=own)
+        assert ok.status_code == 404, ok.text
+        assert (await browser.get("/api/v1/me")).status_code == 200  # reads need no token
+
+
+async def test_sign_out_ends_the_session_itself(api):
+    async with _sign_in(api) as (browser, _):
+        token = browser.cookies[web_session.COOKIE]
+        out = await browser.post("/logout", data={"csrf": web_session.csrf_token(token)})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+        stolen = await api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+        assert stolen.status_code == 401
+
+
+async def test_sign_out_without_the_csrf_token_keeps_the_session(api):
+    """A page of another site cannot sign the user out (nor do anything else) with the cookie."""
+    async with _sign_in(api) as (browser, _):
+        token = browser.cookies[web_session.COOKIE]
+        await browser.post("/logout", data={"csrf": "forged"})
+        still = await api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+        assert still.status_code == 200
+
+
+async def test_static_assets_are_served_by_the_master(api):
+    for path in ("/static/vendor/htmx.min.js", "/static/vendor/uPlot.iife.min.js", "/static/vendor/uPlot.min.css",
+                 "/static/app.js", "/static/app.css"):
+        r = await api.get(path)
+        assert r.status_code == 200 and len(r.content) > 100, path
+    page = await api.get("/login")
+    assert "http://" not in page.text and "https://" not in page.text  # nothing from another host
