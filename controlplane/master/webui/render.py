@@ -57,6 +57,13 @@ def page(request: Request, template: str, **context: Any) -> Response:
                              "Content-Security-Policy": CSP})
 
 
+def missing(request: Request, message: str) -> Response:
+    """A 404 page (an unknown id in a page's path), rather than the API's JSON error."""
+    response = page(request, "missing.html", message=message)
+    response.status_code = 404
+    return response
+
+
 # Every script and style comes from the master; no inline script runs (htmx's own indicator
 # styles are turned off in base.html's htmx config so it injects none).
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "

@@ -1,0 +1,9 @@
+"""Every route of the experiment pages (list, detail, trial, chart data), for ``routes.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.master.webui.pages import experiment_detail, experiments, series, trials
+
+ROUTES: list[Any] = [*experiments.ROUTES, *experiment_detail.ROUTES, *trials.ROUTES, *series.ROUTES]
