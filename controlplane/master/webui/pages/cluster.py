@@ -1,0 +1,127 @@
+"""The Cluster page (``/cluster``): pools with their scheduler and capacity, agents and their
+slots, the autoscaler's instances, plan and reasons (what `det resource-pool describe` shows, from
+the same ``describe_json``), and spend per pool and per experiment over time.
+
+Every read is bounded: agents paged, the newest ``MAX_INSTANCES`` instances per pool, the spend
+series capped by ``services/spend.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+from litestar import Request, Response, get
+from litestar.params import Parameter, QueryParameter
+from sqlalchemy import func, select
+
+from controlplane.common.timeutil import utcnow
+from controlplane.master.api.agents import V1Agent, agent_json
+from controlplane.master.api.auth_guard import runtime_of
+from controlplane.master.api.autoscaler_json import describe_json
+from controlplane.master.api.params import ListOffset
+from controlplane.master.authz import Action, opt
+from controlplane.master.autoscaling.service import scaling_of
+from controlplane.master.db.models import Agent, Allocation, Experiment, Instance
+from controlplane.master.orchestration import gang
+from controlplane.master.services import spend
+from controlplane.master.webui import render
+from controlplane.state import allocation as A
+
+MAX_PAGE = 200
+MAX_INSTANCES = 50  # per pool: every live one first, then the most recently launched
+PageLimit = Annotated[int, Parameter(ge=1, le=MAX_PAGE, description="agents per page")]
+
+
+class SpendWindow(StrEnum):
+    DAY = "24h"
+    WEEK = "7d"
+    MONTH = "30d"
+
+
+WINDOWS = {SpendWindow.DAY: (timedelta(hours=24), timedelta(hours=1)),
+           SpendWindow.WEEK: (timedelta(days=7), timedelta(days=1)),
+           SpendWindow.MONTH: (timedelta(days=30), timedelta(days=1))}
+
+
+SpendQuery = Annotated[SpendWindow, QueryParameter(name="spend", description="the spend table's window")]
+
+
+@dataclass(frozen=True)
+class PoolView:
+    name: str
+    description: str
+    scheduler: str
+    agents: int  # connected
+    slots: int
+    used: int
+    provider: str
+    min_instances: int | None
+    max_instances: int | None
+
+
+@dataclass(frozen=True)
+class AgentView:
+    agent: V1Agent
+    pool: str
+    used: int
+
+
+@get("/cluster", opt=opt(Action.VIEW), include_in_schema=False)
+async def cluster_page(request: Request, limit: PageLimit = 50, offset: ListOffset = 0,
+                       spend_window: SpendQuery = SpendWindow.WEEK) -> Response:
+    rt = runtime_of(request)
+    now, t_now = utcnow(), time.time()
+    known = set(rt.hub.connections) | set(rt.hub.away_since)  # connected or within their reconnect window
+    window, bucket = WINDOWS[spend_window]
+    async with rt.sessions() as session:
+        use = await _slot_use(session)
+        total_agents = await session.scalar(select(func.count()).where(Agent.id.in_(known))) or 0
+        agents = (await session.scalars(select(Agent).where(Agent.id.in_(known)).order_by(Agent.id)
+                                        .offset(offset).limit(limit))).all()
+        described = []
+        for pool in rt.settings.pools:
+            if pool.provider:
+                rows = (await session.scalars(
+                    select(Instance).where(Instance.pool == pool.name)
+                    .order_by(Instance.terminated_at.is_not(None), Instance.launched_at.desc(), Instance.id)
+                    .limit(MAX_INSTANCES))).all()
+                described.append(describe_json(rt, pool, list(rows), t_now))
+        series = await spend.spend_over_time(session, now, window=window, bucket=bucket)
+        names = dict((await session.execute(select(Experiment.id, Experiment.name).where(
+            Experiment.id.in_(list(series.experiments))))).all()) if series.experiments else {}
+    pools = []
+    for pool in rt.settings.pools:
+        conns = [c for c in rt.hub.connections.values() if c.pool == pool.name]
+        scaling = scaling_of(pool) if pool.provider else None
+        pools.append(PoolView(
+            name=pool.name, description=pool.description, scheduler=pool.policy.scheduler, agents=len(conns),
+            slots=sum(len(c.slots) for c in conns), used=sum(len(use.get(c.agent_id, {})) for c in conns),
+            provider=str((pool.provider or {}).get("type", "")),
+            min_instances=scaling.min_instances if scaling else None,
+            max_instances=scaling.max_instances if scaling else None))
+    agent_views = [AgentView(agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
+                                        rt.hub.environments.get(a.id, ())), a.resource_pool, len(use.get(a.id, {})))
+                   for a in agents]
+    return render.page(request, "cluster.html", pools=pools, agents=agent_views, total_agents=total_agents,
+                       limit=limit, offset=offset, described=described, series=series, exp_names=names,
+                       bucket_starts=[datetime.fromtimestamp(t, UTC) for t in series.times],
+                       spend_window=spend_window.value, windows=[w.value for w in SpendWindow],
+                       self_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+
+
+async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
+    """agent id -> slot id -> the allocation holding it (bounded by the cluster's slots)."""
+    out: dict[str, dict[int, str]] = {}
+    for alloc in (await session.scalars(select(Allocation).where(
+            Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
+        for r in gang.resources_of(alloc):
+            for sid in r["slot_ids"]:
+                out.setdefault(r["agent_id"], {})[sid] = alloc.id
+    return out
+
+
+ROUTES: list[Any] = [cluster_page]

@@ -1,0 +1,63 @@
+"""The Cluster page: pools, agents and their slots, the autoscaler's instances with their reasons
+and plan (what `det resource-pool describe` shows), spend per pool and per experiment, a live part
+htmx polls alone, and bounded parameters."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from controlplane.common.timeutil import utcnow
+from controlplane.master.db.models import Instance
+from tests.controlplane.master.autoscaling.conftest import fake_pool  # noqa: F401 (the fixture)
+from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+
+ONE = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
+
+
+async def test_an_autoscaled_instance_with_its_reason_plan_agent_and_slots(fake_pool):  # noqa: F811
+    pool = await fake_pool()
+    await create_experiment(pool.api, ONE)
+    await pool.tick()
+    (instance_id,) = pool.live()
+    agent = await pool.boot(instance_id)
+    await agent.start(await agent.next_message())
+    await pool.tick(1)
+    described = await pool.describe()
+    r = await pool.api.get("/cluster")
+    assert r.status_code == 200, r.text
+    html = r.text
+    assert '<tr data-pool="gpu">' in html and "fake, 0–2 instances" in html
+    row = re.search(rf'<tr data-instance="{instance_id}".*?</tr>', html, re.S)
+    assert row, html
+    reason = described["instances"][0]["reason"]
+    assert reason and reason.replace("'", "&#39;") in row.group(0) and "on-demand" in row.group(0)
+    assert all(line.replace("'", "&#39;") in html for line in described["plan"])
+    agent_row = re.search(rf'<tr data-agent="{instance_id}".*?</tr>', html, re.S)
+    assert agent_row and "enabled" in agent_row.group(0) and "1/1" in agent_row.group(0)
+    assert 'class="slot busy"' in agent_row.group(0)
+
+
+async def test_spend_per_pool_and_per_experiment_in_the_chosen_window(api):
+    agent = FakeAgent(api.rt, agent_id="i-9", slots=1)
+    await agent.register()
+    exp = await create_experiment(api, ONE)
+    await agent.next_message()
+    async with api.rt.sessions.begin() as s:
+        s.add(Instance(id="i-9", pool="default", provider="fake", state="running", price_per_hour=3.6,
+                       launched_at=utcnow() - timedelta(hours=2), reason="launched for queued work"))
+    r = await api.get("/cluster?spend=24h")
+    assert r.status_code == 200, r.text
+    pools = re.search(r'<table id="spend-pools">.*?</table>', r.text, re.S).group(0)
+    assert "<th class=\"num\">default</th>" in pools and "$7.20" in pools  # 2 h × $3.60
+    exps = re.search(r'<table id="spend-experiments">.*?</table>', r.text, re.S).group(0)
+    assert f'href="/experiments/{exp}"' in exps
+
+
+async def test_htmx_polls_get_only_the_live_part_and_parameters_are_bounded(api):
+    live = await api.get("/cluster?spend=7d", headers={"HX-Request": "true", "HX-Target": "live"})
+    assert live.status_code == 200 and live.text.lstrip().startswith('<div id="live"') and "<html" not in live.text
+    assert "<script>" not in (await api.get("/cluster")).text
+    for query, name in (("spend=1y", "spend"), ("limit=0", "limit"), ("limit=1000", "limit"), ("offset=-1", "offset")):
+        r = await api.get(f"/cluster?{query}")
+        assert r.status_code == 400 and name in r.json()["message"], (query, r.text)
