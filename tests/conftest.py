@@ -27,15 +27,29 @@ async def _pg_admin(sql: str) -> None:
         await conn.close()
 
 
+def _run(coro) -> None:  # noqa: ANN001
+    """asyncio.run, in a thread of its own where this thread already runs a loop (Playwright's
+    sync API, which the browser tests hold open for the whole session)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coro)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, coro).result()
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/master.db"
         return
     name = f"det_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    _run(_pg_admin(f'CREATE DATABASE "{name}"'))
     base = PG_ADMIN_URL.rsplit("/", 1)[0]
     try:
         yield f"{base}/{name}"
     finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        _run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
