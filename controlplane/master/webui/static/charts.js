@@ -29,11 +29,10 @@
     const log = panel.querySelector("[data-chart-log]");
     if (!plot || !metric || !metric.value) return;
     let chart = null;
-    let busy = false;
+    let asked = 0;  // the latest request: an older answer arriving after it is dropped
 
     async function load() {
-      if (busy) return;
-      busy = true;
+      const mine = ++asked;
       const [group, ...rest] = metric.value.split(":");
       const params = new URLSearchParams({ group, metric: rest.join(":"), x: xaxis.value,
         points: String(Math.min(4000, width(plot) * 2)) });
@@ -41,11 +40,10 @@
         const r = await fetch(`${panel.dataset.seriesUrl}?${params}`, { credentials: "same-origin",
           headers: { "Accept": "application/json" } });
         if (!r.ok) throw new Error(`${r.status} ${r.statusText}`);
-        render(await r.json());
+        const body = await r.json();
+        if (mine === asked) render(body);
       } catch (err) {
         plot.dataset.error = err.message;
-      } finally {
-        busy = false;
       }
     }
 
@@ -80,11 +78,18 @@
   function setupScatter(grid) {
     let points;
     try { points = JSON.parse(grid.dataset.points); } catch (_) { return; }
-    for (const [name, h] of Object.entries(points)) {
+    // A hyperparameter every trial shares says nothing: no plot for it.
+    const shown = Object.entries(points).filter(([, h]) => new Set(h.x).size > 1);
+    // Every box is laid out before any plot is sized to it.
+    const boxes = shown.map(([name]) => {
       const box = document.createElement("div");
       box.className = "chart";
       box.dataset.hparam = name;
       grid.appendChild(box);
+      return box;
+    });
+    shown.forEach(([name, h], n) => {
+      const box = boxes[n];
       // uPlot wants x ascending: sort the trials by the hyperparameter's value.
       const order = h.x.map((_, i) => i).sort((a, b) => h.x[a] - h.x[b]);
       const cats = h.categories;
@@ -97,7 +102,7 @@
           points: { show: true, size: 7, fill: color(0) } }],
       };
       new window.uPlot(opts, [order.map((i) => h.x[i]), order.map((i) => h.y[i])], box);
-    }
+    });
   }
 
   function init() {
