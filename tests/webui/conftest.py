@@ -1,7 +1,8 @@
 """Browser tests of the web UI: Debian's chromium driven by Playwright (Python), against real
 master (and agent) processes on loopback.
 
-- ``chromium``: one headless browser per session (``/usr/bin/chromium``; Playwright's own
+- ``chromium``: one headless browser per module (Playwright's sync API runs an event loop while it
+  is open, which must not outlive the browser tests) (``/usr/bin/chromium``; Playwright's own
   download cannot work here). A test whose machine lacks it fails, naming what to install.
 - ``ui``: ``ui(master, username)`` opens a signed-in page. Every request the page makes is
   recorded; at teardown the test fails if any went to a host other than the master (the UI must
@@ -31,7 +32,7 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
     from playwright.sync_api import sync_playwright
 

@@ -45,9 +45,11 @@ def csrf_ok(connection: ASGIConnection, session_token: str, form_value: str | No
 
 
 def is_page(connection: ASGIConnection) -> bool:
-    """A browser asking for a page (not the API, the docs or an asset)."""
+    """A browser navigating to a page (not the API, the docs or an asset): it is sent to sign in,
+    where a client of the API gets its 401."""
     path = connection.url.path
-    return not path.startswith(("/api/", "/docs", "/static/")) and connection.scope.get("method") in SAFE_METHODS
+    return (connection.scope.get("method") in SAFE_METHODS and "text/html" in connection.headers.get("accept", "")
+            and not path.startswith(("/api/", "/docs", "/static/")))
 
 
 def login_url(connection: ASGIConnection) -> str:

@@ -69,8 +69,26 @@ def test_every_route_names_its_action(api):
     missing = [f"{m} {p}" for (m, p), h in handlers_of(app).items() if route_action(h) is None]
     assert not missing, f"routes without an authorization action (refused to everyone): {missing}"
     schema_ops = {(m.upper(), p) for p, ops in app.openapi_schema.to_schema()["paths"].items() for m in ops}
-    routes = {k for k in handlers_of(app) if k[0] != "WEBSOCKET"}
+    routes = {k for k, h in handlers_of(app).items() if k[0] != "WEBSOCKET" and not is_webui(k[1], h)}
     assert routes - schema_ops == set(), "routes the OpenAPI schema does not describe"
+
+
+def is_webui(path: str, handler: Any) -> bool:
+    """The web UI's pages and static files: HTML for browsers, not part of the API's schema."""
+    module = getattr(getattr(handler, "fn", None), "__module__", "") or ""
+    return module.startswith("controlplane.master.webui") or path == "/static" or path.startswith("/static/")
+
+
+def test_the_web_ui_changes_nothing_but_through_the_api(api):
+    """Its pages only read (what they show goes through the guard as VIEW); the only forms it
+    posts itself are sign-in and sign-out, and every change a page makes is an API call, checked
+    by the same table as any client's."""
+    webui = {k: h for k, h in handlers_of(api._transport.app).items() if is_webui(k[1], h)}
+    assert ("GET", "/experiments") in webui and ("GET", "/jobs") in webui, sorted(webui)
+    posts = sorted(k for k in webui if k[0] not in ("GET", "HEAD"))
+    assert posts == [("POST", "/login"), ("POST", "/logout")], posts
+    reads = {k: route_action(h) for k, h in webui.items() if k[0] in ("GET", "HEAD")}
+    assert set(reads.values()) <= {Action.VIEW, Action.PUBLIC}, reads
 
 
 # ---- seeding ---------------------------------------------------------------------------------

@@ -78,8 +78,8 @@ async def _context(session: AsyncSession, exp: Experiment, offset: int) -> dict[
     for_scatter = list((await session.scalars(
         select(Trial).where(Trial.experiment_id == exp.id, Trial.searcher_metric_value.is_not(None))
         .order_by(Trial.id).limit(MAX_SCATTER))).all())
-    request_ids = dict((await session.execute(select(Trial.request_id, Trial.id)
-                                              .where(Trial.experiment_id == exp.id).limit(100_000))).tuples().all())
+    request_ids = {request_id: trial_id for request_id, trial_id in (await session.execute(
+        select(Trial.request_id, Trial.id).where(Trial.experiment_id == exp.id).limit(100_000))).all()}
     searcher = (exp.config or {}).get("searcher") or {}
     now = datetime.now(UTC)
     return {

@@ -45,12 +45,13 @@ async def test_next_never_leaves_the_master(api):
 async def test_a_page_without_a_session_redirects_to_sign_in_but_the_api_answers_401(api):
     browser = httpx.AsyncClient(transport=api._transport, base_url="http://master")
     async with browser:
-        page = await browser.get("/jobs?pool=default")
+        page = await browser.get("/jobs?pool=default", headers={"Accept": "text/html,*/*;q=0.8"})
         assert page.status_code == 303
         assert page.headers["location"] == "/login?next=%2Fjobs%3Fpool%3Ddefault"
         form = await browser.get(page.headers["location"])
         assert form.status_code == 200 and 'name="next" value="/jobs?pool=default"' in form.text
         assert (await browser.get("/api/v1/experiments")).status_code == 401
+        assert (await browser.get("/jobs?pool=default")).status_code == 401  # not a browser: no redirect
 
 
 async def test_the_cookie_changes_state_only_with_its_csrf_token(api):
