@@ -160,7 +160,7 @@ class _Reader:
         if len(value) > max_len:
             self.fail(path, f"at most {max_len} characters, got {len(value)}")
             return None
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):  # match() lets "x\n" past the $
             self.fail(path, f"must match {pattern_text or pattern.pattern}")
             return None
         if any(ord(c) < 32 and c not in "\t\n" for c in value):
@@ -358,7 +358,7 @@ def _job_envs(r: _Reader, value: Any, warnings: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, v in value.items():
         where = f"jobEnvs.{key}"
-        if not ENV_NAME_RE.match(key) or len(key) > MAX_ROLE_NAME * 4:
+        if not ENV_NAME_RE.fullmatch(key) or len(key) > MAX_ROLE_NAME * 4:
             r.fail(where, f"name must match {ENV_NAME_RE.pattern} (at most {MAX_ROLE_NAME * 4} characters)")
             continue
         if key.upper().startswith("PAI_"):

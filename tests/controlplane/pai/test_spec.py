@@ -77,6 +77,7 @@ def test_the_job_is_frozen():
     # jobName
     (with_job(jobName=...), "jobName: required, can not be empty"),
     (with_job(jobName="a b"), r"jobName: must match ^[A-Za-z0-9\-._~]+$"),
+    (with_job(jobName="job\n"), r"jobName: must match ^[A-Za-z0-9\-._~]+$"),
     (with_job(jobName="x" * 129), "jobName: at most 128 characters, got 129"),
     (with_job(jobName=5), "jobName: must be a string, got int"),
     # image
@@ -107,6 +108,7 @@ def test_the_job_is_frozen():
     (with_job(taskRoles=["x"]), "taskRoles[0]: must be an object, got str"),
     # taskRole.name
     (with_role(name=...), "taskRoles[0].name: required, can not be empty"),
+    (with_role(name="ps\n"), "taskRoles[0].name: must match ^[A-Za-z0-9._~]+$"),
     (with_role(name="ps-server"), "taskRoles[0].name: must match ^[A-Za-z0-9._~]+$"),
     (with_role(1, name="ps_server"), "taskRoles[1].name: need to be unique with other roles: 'ps_server' repeats"),
     (with_role(name="n" * 65), "taskRoles[0].name: at most 64 characters, got 65"),
@@ -217,6 +219,7 @@ def test_job_envs_are_strings_without_substitution():
     ({"pai_x": "x"}, "jobEnvs.pai_x: PAI_* names are the system's"),
     ({"1X": "x"}, "jobEnvs.1X: name must match ^[A-Za-z_][A-Za-z0-9_]*$"),
     ({"A-B": "x"}, "jobEnvs.A-B: name must match"),
+    ({"A\n": "x"}, "jobEnvs.A\n: name must match"),
     ({"A": 1.5}, "jobEnvs.A: must be a string, integer or boolean, got float"),
     ({"A": None}, "jobEnvs.A: must be a string, integer or boolean, got NoneType"),
     ({"A": {"b": 1}}, "jobEnvs.A: must be a string, integer or boolean, got dict"),
