@@ -37,6 +37,7 @@ def environment() -> jinja2.Environment:
     env.filters["money"] = money
     env.filters["state"] = short_state
     env.filters["metric"] = metric
+    env.globals["pager"] = env.get_template("_pager.html").module.pager  # type: ignore[attr-defined]
     return env
 
 
