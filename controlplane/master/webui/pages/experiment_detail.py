@@ -4,6 +4,7 @@ hyperparameter, and the searcher's decisions (ASHA's rungs)."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -86,7 +87,9 @@ async def _context(session: AsyncSession, exp: Experiment, offset: int) -> dict[
         "exp": exp, "owner": owner, "n_trials": n_trials, "trials": trials, "offset": offset,
         "page": TRIALS_PAGE, "progress": (await progress.of_experiments(session, [exp]))[exp.id],
         "duration_s": ((aware(exp.end_time) or now) - aware(exp.start_time)).total_seconds(),
-        "config_yaml": yaml.safe_dump(config_json(exp), sort_keys=False, default_flow_style=False),
+        # A config may be up to the 1 MiB cap: dumping it is CPU work, kept off the event loop.
+        "config_yaml": await asyncio.to_thread(yaml.safe_dump, config_json(exp), sort_keys=False,
+                                               default_flow_style=False),
         "metric_names": await charts.metric_names(session, [t.id for t in trials[:charts.MAX_TRIALS]]),
         "searcher_metric": searcher.get("metric", ""), "smaller_is_better": searcher.get("smaller_is_better", True),
         "scatter": scatter(for_scatter), "rungs": searcher_rungs(exp, request_ids),
