@@ -155,6 +155,12 @@ def build_env(
         env.setdefault("DET_CLUSTER_ID", cluster_id)
     if msg.chief_port:  # Determined's launchers read the c10d port from here (default 29400)
         env.setdefault("C10D_PORT", str(msg.chief_port))
+    if len(msg.dist_ports) == 2:
+        # Determined's own harness (core.DistributedContext) binds its chief's broadcast sockets on
+        # these, else on fixed ports 12360/12376: two allocations on one host would then meet each
+        # other's workers ("got non-_HelloMessage"). The allocation's reserved pair is unique per host.
+        env.setdefault("INTER_TRAIN_PROCESS_COMM_PORT_1", str(msg.dist_ports[0]))
+        env.setdefault("INTER_TRAIN_PROCESS_COMM_PORT_2", str(msg.dist_ports[1]))
     env.update(
         {
             "DET_MASTER": master_url,

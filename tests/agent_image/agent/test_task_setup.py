@@ -145,3 +145,17 @@ def test_a_new_host_path_is_given_to_the_tasks_user_and_an_existing_one_is_left_
     make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
     make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
     assert chowned == [(str(tmp_path / "new" / "ckpts"), 65534, 65534)]
+
+
+def test_determineds_harness_broadcasts_on_the_allocations_own_ports(tmp_path: Path) -> None:
+    """Determined's core.DistributedContext binds fixed ports 12360/12376 unless told otherwise:
+    two 2-slot trials on one host met each other's workers. Each allocation's reserved pair is used."""
+    slots = [Slot(id=i, type="cpu") for i in range(4)]
+    first, second = (build_env(msg(chief_port=c10d, dist_ports=dist), master_url="http://m", cluster_id="c",
+                               agent_id="ag", slots=slots, info_dir=tmp_path, base={"PATH": "/usr/bin"})
+                     for c10d, dist in ((21000, [21001, 21002]), (21010, [21011, 21012])))
+    assert (first["INTER_TRAIN_PROCESS_COMM_PORT_1"], first["INTER_TRAIN_PROCESS_COMM_PORT_2"]) == ("21001", "21002")
+    assert (second["INTER_TRAIN_PROCESS_COMM_PORT_1"], second["INTER_TRAIN_PROCESS_COMM_PORT_2"]) == ("21011", "21012")
+    alone = build_env(msg(), master_url="http://m", cluster_id="c", agent_id="ag", slots=slots, info_dir=tmp_path,
+                      base={"PATH": "/usr/bin"})
+    assert "INTER_TRAIN_PROCESS_COMM_PORT_1" not in alone  # no gang ports: Determined's defaults
