@@ -96,8 +96,9 @@ def test_a_created_experiment_is_listed_and_draws_one_curve_per_trial(ui, cluste
     s.page.goto(f"/experiments/{exp_id}")
     s.page.select_option("[data-chart-metric]", "training:loss")
     plot = s.page.locator("[data-chart-plot]")
-    s.page.wait_for_function("(n) => document.querySelector('[data-chart-plot]').dataset.seriesCount === n",
-                             arg=str(len(trials)))
+    # The page first draws its default metric (validation): wait for the chart of the one chosen.
+    s.page.wait_for_function("([n, m]) => { const d = document.querySelector('[data-chart-plot]').dataset;"
+                             " return d.drawn === m && d.seriesCount === n; }", arg=[str(len(trials)), "training:loss"])
     drawn = dict(zip(map(int, plot.get_attribute("data-trial-ids").split(",")),
                      map(int, plot.get_attribute("data-point-counts").split(",")), strict=True))
     assert drawn == want and all(n > 0 for n in want.values())

@@ -52,6 +52,7 @@
       plot.dataset.seriesCount = String(drawn.length);
       plot.dataset.pointCounts = drawn.map((s) => s.x.length).join(",");
       plot.dataset.trialIds = drawn.map((s) => s.trialId).join(",");
+      plot.dataset.drawn = `${body.group}:${body.metric}`;  // what the figures above are of
       if (!drawn.length) { if (chart) chart.destroy(); chart = null; plot.textContent = "No values yet."; return; }
       // uPlot draws series over one x: join() aligns them, null where a trial has no point.
       const data = window.uPlot.join(drawn.map((s) => [s.x, s.y]));
