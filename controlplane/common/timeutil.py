@@ -30,3 +30,9 @@ def aware(dt: datetime | None) -> datetime | None:
     if dt is not None and dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
     return dt
+
+
+def epoch(dt: datetime | None, default: float) -> float:
+    """Seconds since the epoch (a naive datetime read as UTC); ``default`` for None (e.g. "now")."""
+    moment = aware(dt)
+    return moment.timestamp() if moment is not None else default

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from controlplane.common.timeutil import aware, iso
+from controlplane.common.timeutil import epoch, iso
 from controlplane.master.db.models import Instance
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime import MasterRuntime
 
 
-def _epoch(value: datetime | None, default: float) -> float:
-    moment = aware(value)
-    return moment.timestamp() if moment is not None else default
-
-
 def instance_cost(row: Instance, now: float) -> float:
     """Per-second billing: instance-seconds from launch to termination (or now) × price."""
-    start = _epoch(row.launched_at, now)
-    end = _epoch(row.terminated_at, now)
+    start = epoch(row.launched_at, now)
+    end = epoch(row.terminated_at, now)
     return max(0.0, end - start) * row.price_per_hour / 3600.0
 
 
@@ -28,7 +22,7 @@ def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now
     instances: list[dict[str, Any]] = [{
         "id": r.id, "state": r.state, "instanceType": r.instance_type, "zone": r.zone, "spot": r.spot,
         "launchedAt": iso(r.launched_at), "terminatedAt": iso(r.terminated_at),
-        "ageSeconds": round(_epoch(r.terminated_at, now) - _epoch(r.launched_at, now), 1),
+        "ageSeconds": round(epoch(r.terminated_at, now) - epoch(r.launched_at, now), 1),
         "agentId": r.id if r.registered_at else None, "connected": r.id in rt.hub.connections,
         "costUsd": round(instance_cost(r, now), 4), "reason": r.reason,
     } for r in rows]

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from controlplane.common.timeutil import aware
+from controlplane.common.timeutil import epoch
 from controlplane.master.db.models import Agent, Allocation, Instance, Trial
 
 MAX_EXPERIMENTS = 1000  # ids per experiment_spend call: a page, never the whole table
@@ -50,16 +50,11 @@ class Machine:
     slots: int  # 0: unknown (its agent never registered)
 
 
-def _ts(value: datetime | None, default: float) -> float:
-    moment = aware(value)
-    return moment.timestamp() if moment is not None else default
-
-
 def _holds_of(rows: Iterable, now: float) -> list[Hold]:
     out = []
     for exp_id, assigned, started, ended, agent_id, slot_ids, resources in rows:
-        start = _ts(assigned or started, now)
-        end = _ts(ended, now)
+        start = epoch(assigned or started, now)
+        end = epoch(ended, now)
         gang = resources or ([{"agent_id": agent_id, "slot_ids": slot_ids or []}] if agent_id else [])
         for r in gang:
             if r.get("agent_id") and end > start:
@@ -79,8 +74,8 @@ async def _machines(session: AsyncSession, where: ColumnElement[bool], now: floa
         select(Instance.id, Instance.pool, Instance.launched_at, Instance.terminated_at, Instance.price_per_hour,
                Agent.slots)
         .outerjoin(Agent, Agent.id == Instance.id).where(where).limit(MAX_ROWS))
-    return {r.id: Machine(r.pool, _ts(r.launched_at, now), _ts(r.terminated_at, now), float(r.price_per_hour or 0.0),
-                          len(r.slots or [])) for r in rows}
+    return {r.id: Machine(r.pool, epoch(r.launched_at, now), epoch(r.terminated_at, now),
+                          float(r.price_per_hour or 0.0), len(r.slots or [])) for r in rows}
 
 
 def hold_cost(hold: Hold, machine: Machine, lo: float, hi: float) -> float:
