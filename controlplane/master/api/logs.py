@@ -25,7 +25,13 @@ from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import TaskLog, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.logs import NO_NUL, PostTaskLogsRequest, format_message, post_task_logs
+from controlplane.master.services.logs import (
+    NO_NUL,
+    PostTaskLogsRequest,
+    format_message,
+    post_task_logs,
+    trial_log_query,
+)
 from controlplane.master.services.paging import MAX_INT64
 from controlplane.state import trial as T
 
@@ -94,16 +100,8 @@ async def trial_logs(
             raise NotFound(f"trial {trial_id} not found")
 
     def base_query() -> Select:
-        stmt = select(TaskLog).where(TaskLog.trial_id == trial_id)
-        if rank_ids:
-            stmt = stmt.where(TaskLog.rank_id.in_(rank_ids))
-        if stdtypes:
-            stmt = stmt.where(TaskLog.stdtype.in_(stdtypes))
-        if levels:
-            stmt = stmt.where(TaskLog.level.in_(levels))
-        if search_text:
-            stmt = stmt.where(TaskLog.log.contains(search_text, autoescape=True))
-        return stmt
+        return trial_log_query(trial_id, rank_ids=rank_ids, stdtypes=stdtypes, levels=levels,
+                               search_text=search_text or "")
 
     descending = order_by == "ORDER_BY_DESC"
 

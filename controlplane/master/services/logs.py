@@ -10,11 +10,12 @@ database, so a line is never lost or refused for them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
 import msgspec
-from sqlalchemy import insert, select
+from sqlalchemy import Select, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
@@ -160,6 +161,21 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
         await session.execute(insert(TaskLog), _clean(rows))
     for trial_id in trials:
         rt.notifier.notify(("trial-logs", trial_id))
+
+
+def trial_log_query(trial_id: int, *, rank_ids: Sequence[int] = (), stdtypes: Sequence[str] = (),
+                    levels: Sequence[str] = (), search_text: str = "") -> Select:
+    """A trial's log lines with the filters of ``det trial logs`` (the API) and the trial page."""
+    stmt = select(TaskLog).where(TaskLog.trial_id == trial_id)
+    if rank_ids:
+        stmt = stmt.where(TaskLog.rank_id.in_(rank_ids))
+    if stdtypes:
+        stmt = stmt.where(TaskLog.stdtype.in_(stdtypes))
+    if levels:
+        stmt = stmt.where(TaskLog.level.in_(levels))
+    if search_text:
+        stmt = stmt.where(TaskLog.log.contains(search_text, autoescape=True))
+    return stmt
 
 
 def format_message(row: TaskLog) -> str:

@@ -17,7 +17,7 @@ from controlplane.master.api.logs import LEVELS
 from controlplane.master.api.params import TrialId
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Allocation, Checkpoint, Metric, StateTransition, TaskLog, Trial
-from controlplane.master.services.logs import format_message
+from controlplane.master.services.logs import format_message, trial_log_query
 from controlplane.master.webui import charts, render
 from controlplane.master.webui.pages.experiment_detail import load_experiment
 from controlplane.state import trial as T
@@ -32,14 +32,9 @@ AfterId = Annotated[int, Parameter(ge=0, le=2**63 - 1)]
 
 
 def _logs(trial_id: int, rank: int | None, level: str, q: str) -> Select:
-    stmt = select(TaskLog).where(TaskLog.trial_id == trial_id)
-    if rank is not None:
-        stmt = stmt.where(TaskLog.rank_id == rank)
-    if level:  # this level and the more severe ones
-        stmt = stmt.where(TaskLog.level.in_(LEVELS[LEVELS.index(f"LOG_LEVEL_{level}"):]))
-    if q:
-        stmt = stmt.where(TaskLog.log.contains(q, autoescape=True))
-    return stmt
+    # A level shows it and the more severe ones.
+    return trial_log_query(trial_id, rank_ids=[rank] if rank is not None else [], search_text=q,
+                           levels=LEVELS[LEVELS.index(f"LOG_LEVEL_{level}"):] if level else [])
 
 
 async def _tail(session: AsyncSession, stmt: Select) -> list[TaskLog]:
