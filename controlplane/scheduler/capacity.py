@@ -14,15 +14,21 @@ Environments: a request runs only on agents offering its environment (``Request.
 environment that not every agent offers, the pool's Capacity keeps a view: a Capacity of just the
 agents offering it. A request is fitted in its own view; a placement, reservation or exclusion
 made through any view changes every view holding that agent, so all of them see one pool.
+
+Task groups (``Request.tasks``, an OpenPAI job): find_group packs every task at once, each on one
+agent, several tasks per agent allowed, by first-fit decreasing with best (or worst) fit. It only
+looks at the free counts and at the agents the group already uses, so a fit costs
+O(tasks · (sizes + tasks) · log agents), not a scan of the pool, and it changes nothing: the caller
+take()s the result.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from controlplane.scheduler.environment import DEFAULT_IMAGE, Image
-from controlplane.scheduler.gang import fits_shapes
+from controlplane.scheduler.gang import fits_group, fits_shapes
 from controlplane.scheduler.model import AgentSnapshot
 
 Resources = tuple[tuple[str, tuple[int, ...]], ...]
@@ -121,6 +127,93 @@ class Capacity:
             heapq.heappush(heap, a)
         return chosen
 
+    def find_group(self, tasks: Sequence[int]) -> Resources | None:
+        """Where every task of a group fits now, all at once; None if any does not (nothing is
+        placed then). One (agent, slot ids) entry per task, in the order of ``tasks``; agents may
+        repeat, each task's slots lie on one agent, no slot is used twice.
+
+        Slotted tasks go biggest first (ties: earlier task first), each to the agent with the
+        fewest free slots left that still holds it (best fit; with fitting policy "worst" the
+        most), ties to the lowest agent id; an agent's free slots are shared out lowest ids first
+        in that order. Zero-slot tasks then go, in order, each to the usable agent holding the
+        fewest tasks of this group so far (ties: lowest agent id), with slot ids ()."""
+        taken: dict[str, int] = {}  # agent -> slots of this group on it
+        holding: dict[str, int] = {}  # agent -> tasks of this group on it
+        touched_at: dict[int, int] = {}  # free count (before the group) -> agents holding a task
+        where: list[str | None] = [None] * len(tasks)
+
+        def hold(agent_id: str, slots: int) -> None:
+            if agent_id not in holding:
+                holding[agent_id] = 0
+                taken[agent_id] = 0
+                n = len(self.free[agent_id])
+                touched_at[n] = touched_at.get(n, 0) + 1
+            holding[agent_id] += 1
+            taken[agent_id] += slots
+
+        def untouched_counts() -> list[int]:
+            return [f for f, c in self._count_by_free.items() if c - touched_at.get(f, 0) > 0]
+
+        for i in sorted((i for i, t in enumerate(tasks) if t > 0), key=lambda i: (-tasks[i], i)):
+            t = tasks[i]
+            options = [(free - taken[a], a) for a in holding if (free := len(self.free[a])) - taken[a] >= t]
+            fits = [f for f in untouched_counts() if f >= t]
+            if fits:
+                f = min(fits) if self.best else max(fits)
+                options.append((f, self._lowest_untouched(f, holding)))
+            if not options:
+                return None
+            _, agent_id = min(options, key=lambda o: (o[0] if self.best else -o[0], o[1]))
+            hold(agent_id, t)
+            where[i] = agent_id
+        for i, t in enumerate(tasks):
+            if t > 0:
+                continue
+            counts = untouched_counts()
+            if counts:  # an agent holding none of the group: the lowest id of those
+                agent_id = min(self._lowest_untouched(f, holding) for f in counts)
+            elif holding:
+                agent_id = min(holding, key=lambda a: (holding[a], a))
+            else:
+                return None  # no usable agent at all
+            hold(agent_id, 0)
+            where[i] = agent_id
+        agents = [a for a in where if a is not None]
+        assert len(agents) == len(tasks)
+        given: dict[str, int] = {}  # agent -> its free slots handed out so far
+        slots: list[tuple[int, ...]] = [()] * len(tasks)
+        for i in sorted((i for i, t in enumerate(tasks) if t > 0), key=lambda i: (-tasks[i], i)):
+            start = given.get(agents[i], 0)
+            slots[i] = tuple(self.free[agents[i]][start:start + tasks[i]])
+            given[agents[i]] = start + tasks[i]
+        return tuple(zip(agents, slots, strict=True))
+
+    def _lowest_untouched(self, free: int, skip: dict[str, int]) -> str:
+        """The lowest-id agent with `free` free slots that is not in `skip` (one is known to exist).
+        Skipped agents are popped aside and pushed back: a query does not consume."""
+        heap = self._by_free[free]
+        aside: list[str] = []
+        try:
+            while True:
+                agent_id = self._top(heap, free, idle=False)
+                if agent_id not in skip:
+                    return agent_id
+                aside.append(heapq.heappop(heap))
+        finally:
+            for agent_id in aside:
+                heapq.heappush(heap, agent_id)
+
+    def could_ever_fit_group(self, tasks: Sequence[int]) -> bool:
+        """Would the group fit if every schedulable agent of the pool (this view) were idle,
+        packed as find_group packs it?"""
+        return fits_group(tasks, self.count_by_size, self.best)
+
+    def agents_usable_by_group(self, tasks: Sequence[int]) -> set[str]:
+        """Agents (still usable this pass) a group could ever use: those big enough for its
+        smallest slotted task; every usable agent when all its tasks are zero-slot."""
+        smallest = min((t for t in tasks if t > 0), default=0)
+        return {a for a in self.free if self.size[a] >= smallest}
+
     def could_ever_fit(self, n: int) -> bool:
         """Would a gang of n fit if every schedulable agent of the pool were idle?"""
         return fits_shapes(n, self.count_by_size)
@@ -139,12 +232,15 @@ class Capacity:
             cap._take(resources)
 
     def _take(self, resources: Resources) -> None:
+        by_agent: dict[str, set[int]] = {}  # a task group may name an agent several times
         for agent_id, slots in resources:
-            if agent_id not in self.free:
-                continue
+            by_agent.setdefault(agent_id, set()).update(slots)
+        for agent_id, taken in by_agent.items():
+            free = self.free.get(agent_id)
+            if free is None or taken.isdisjoint(free):
+                continue  # excluded, or nothing to take (a zero-slot task): the index stays as is
             self._unindex(agent_id)
-            taken = set(slots)
-            self.free[agent_id] = [s for s in self.free[agent_id] if s not in taken]
+            self.free[agent_id] = [s for s in free if s not in taken]
             self._index(agent_id)
 
     def exclude(self, agent_ids: Iterable[str]) -> None:

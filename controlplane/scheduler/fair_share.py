@@ -13,6 +13,9 @@ among the rest. With preemption, a job below its share whose gang does not fit t
 from the newest work of jobs above their share (a job is asked only while it is still above
 its share; a gang may leave it below), and waits for those slots as the priority scheduler
 does. Determined's fair share always preempts; here `PoolPolicy.preemption` decides.
+
+A task group (``Request.tasks``, an OpenPAI job) counts its slots' sum like any gang and is placed
+whole (Capacity.find_group) within its job's share, or waits; it never preempts.
 """
 
 from __future__ import annotations
@@ -77,7 +80,10 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     queue: dict[str, list[Request]] = {}  # each job's pending gangs that could ever fit here
     limit: dict[str, int] = {}
     for q in sorted(pending, key=lambda q: (q.queue_position, q.submitted_at, q.allocation_id)):
-        if q.slots_needed <= 0 or not pool.view(q.image).could_ever_fit(q.slots_needed):
+        if q.tasks:  # a task group (even one of zero-slot tasks only) is placed here, whole
+            if not pool.view(q.image).could_ever_fit_group(q.tasks):
+                continue  # an impossible group (or environment) waits
+        elif q.slots_needed <= 0 or not pool.view(q.image).could_ever_fit(q.slots_needed):
             continue  # zero-slot work is scheduled apart; impossible shapes (or environments) wait
         queue.setdefault(q.job_id, []).append(q)
         weight[q.job_id] = q.weight
@@ -109,13 +115,13 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
             cap = pool.view(req.image)  # the agents offering its environment
             if got.get(job, 0) + n > share[job]:
                 continue  # beyond its share (a smaller gang of the job may still fit)
-            found = cap.find(n)
+            found = cap.find_group(req.tasks) if req.tasks else cap.find(n)
             if found is not None:
                 cap.take(found)
                 got[job] = got.get(job, 0) + n
                 plan.placements.append(Placement(req.allocation_id, found))
                 continue
-            if not policy.preemption:
+            if not policy.preemption or req.tasks:  # a task group never preempts: it waits
                 continue
 
             def over_share(v: Running, chosen: list[Running], job: str = job) -> bool:

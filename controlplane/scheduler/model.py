@@ -19,7 +19,17 @@ class PoolPolicy:
 
 @dataclass(frozen=True)
 class Request:
-    """A PENDING allocation."""
+    """A PENDING allocation.
+
+    Usually one gang of ``slots_needed`` slots. With ``tasks`` it is a task group (an OpenPAI
+    job: task roles, each with several tasks): one task per entry, the entry being that task's
+    slot count (>= 0; 0 for a CPU-only task), and ``slots_needed`` their sum (the caller sets
+    it). ``allocation_id`` names the whole group. A group is placed all at once or not at all
+    (its parameter servers and workers must meet); each task on one agent, several tasks may
+    share an agent (Capacity.find_group). A group never preempts running work: it waits, and
+    as the head of a priority queue it holds the agents it could use (priority.py).
+    ``max_slots`` applies to its sum as to any request.
+    """
 
     allocation_id: str
     job_id: str
@@ -33,6 +43,8 @@ class Request:
     preemptible: bool = True
     # The environment it runs in (environment.image): only agents offering it can take it.
     image: Image = DEFAULT_IMAGE
+    # Non-empty: a task group, one entry per task (its slot count); see the class docstring.
+    tasks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,8 +84,12 @@ class AgentSnapshot:
 
 @dataclass(frozen=True)
 class Placement:
+    """Where a request goes. ``resources``: for a gang, one (agent, slot ids) entry per agent,
+    rank = index; for a task group (``Request.tasks``), one entry per task in the order of
+    ``tasks`` (agents may repeat, a zero-slot task has slot ids ``()``); no slot appears twice."""
+
     allocation_id: str
-    resources: tuple[tuple[str, tuple[int, ...]], ...]  # one entry per agent; rank = index
+    resources: tuple[tuple[str, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 placements and preemptions to make out. Pure: the same inputs always give the same plan.
 
 Each pool is planned on its own with its own policy (priority or fair share); zero-slot
-tasks are planned apart from slotted work. A request for an unknown pool, or for a pool
+tasks are planned apart from slotted work (but a task group, even of zero-slot tasks only, is
+placed whole by its pool's scheduler). A request for an unknown pool, or for a pool
 with no agents, is simply left pending. `now` is taken so that callers pass the clock in
 (no scheduler reads it); today no rule depends on it.
 """
@@ -41,7 +42,7 @@ def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: S
         part = scheduler.plan_pool(policy, by_pool_pending[pool], by_pool_running.get(pool, []), pool_agents)
         result.placements.extend(part.placements)
         result.preemptions.extend(part.preemptions)
-        zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0]
+        zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0 and not r.tasks]  # groups: above
         if zero:
             ordered = _fifo(zero) if fair else priority.order(zero)
             result.placements.extend(zero_slot.place(policy, ordered, pool_agents))

@@ -19,6 +19,10 @@ so the same inputs always give the same plan.
   request is a blocked head: every agent it could ever use is withdrawn from
   the rest of the pass, so lower-priority work backfills only capacity that can never delay
   it (agents too small, or of a size that cannot tile its gang). Several heads add up.
+- A task group (``Request.tasks``, an OpenPAI job) is placed whole (Capacity.find_group) or not at
+  all. It never preempts: when it does not fit it is a blocked head, holding every agent big
+  enough for its smallest slotted task (every agent if all its tasks are zero-slot). A group that
+  could never fit the pool's agents, even idle, waits without blocking.
 - A request runs only on agents offering its environment (capacity.py's views): "fits",
   "could ever fit", victims and held agents are all judged among those agents. A request whose
   environment no agent offers waits without blocking anyone.
@@ -79,13 +83,24 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     hopeless: set[tuple[Image, int]] = set()  # (environment, gang size) for which no victims sufficed
     for req in order(pending):
         n = req.slots_needed
-        if n <= 0:
-            continue  # zero-slot work is scheduled separately
+        if n <= 0 and not req.tasks:
+            continue  # zero-slot work is scheduled separately (a task group is not: it is placed here)
         if not pool.free:
             break  # every agent is placed on, reserved, or held for a blocked head
         cap = pool.view(req.image)  # the agents offering its environment
         if req.max_slots is not None and job_slots.get(req.job_id, 0) + n > req.max_slots:
             continue  # the job is at its cap: it waits without blocking others
+        if req.tasks:  # a task group: all its tasks at once, or it waits; it never preempts
+            if not cap.could_ever_fit_group(req.tasks):
+                continue  # not on these agents, ever: it waits without blocking
+            found = cap.find_group(req.tasks)
+            if found is None:
+                cap.exclude(cap.agents_usable_by_group(req.tasks))  # a blocked head, as below
+                continue
+            cap.take(found)
+            job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
+            plan.placements.append(Placement(req.allocation_id, found))
+            continue
         if not cap.could_ever_fit(n):
             continue  # not on these agents, ever: leave it to the autoscaler, do not block
         found = cap.find(n)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from controlplane.scheduler.environment import DEFAULT, DEFAULT_IMAGE, Image
 from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
 
@@ -22,6 +25,13 @@ def req(alloc: str, slots: int, job: str | None = None, priority: int = 42, pool
     image = Image(env, env, env) if isinstance(env, str) else env
     return Request(alloc, job or alloc, pool, slots, priority, weight, max_slots, position, submitted, preemptible,
                    image)
+
+
+def group(alloc: str, tasks: Sequence[int], job: str | None = None, priority: int = 42, submitted: float = 0.0,
+          position: float = 0.0, weight: float = 1.0, max_slots: int | None = None) -> Request:
+    """A task group (an OpenPAI job): one slot count per task; it needs their sum."""
+    return replace(req(alloc, sum(tasks), job, priority, submitted=submitted, position=position, weight=weight,
+                       max_slots=max_slots), tasks=tuple(tasks))
 
 
 def running(alloc: str, where: dict[str, tuple[int, ...]], job: str | None = None, priority: int = 42,
