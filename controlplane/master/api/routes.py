@@ -12,6 +12,7 @@ from controlplane.master.api import (
     logs,
     metrics,
     models,
+    pai,
     tasks,
     templates,
     trial_metrics,
@@ -48,4 +49,5 @@ ALL = [
     *models.ROUTES,
     *templates.ROUTES,
     *workspaces.ROUTES,
+    *pai.ROUTES,
 ]

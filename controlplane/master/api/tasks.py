@@ -11,7 +11,7 @@ from sqlalchemy import select
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
 from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt
-from controlplane.master.db.models import Allocation, Experiment, Trial
+from controlplane.master.db.models import Allocation, Experiment, PaiJob, Trial
 from controlplane.master.errors import NotFound
 from controlplane.state import allocation as A
 
@@ -24,6 +24,10 @@ async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]
         blob = await session.scalar(
             select(Experiment.model_definition).join(Trial, Trial.experiment_id == Experiment.id)
             .where(Trial.task_id == task_id))
+        if blob is None:  # an OpenPAI task: its job's codeDir
+            blob = await session.scalar(
+                select(PaiJob.code).join(Allocation, Allocation.pai_job_id == PaiJob.id)
+                .where(Allocation.task_id == task_id).limit(1))
     if blob is None:
         raise NotFound(f"task {task_id} not found")
     return {"b64Tgz": base64.b64encode(blob).decode()}

@@ -141,10 +141,39 @@ class Allocation(Base):
     preempt_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     exit_reason: Mapped[str] = mapped_column(Text, default="")
+    # An OpenPAI job's task: its job, role and task index (None for a trial's allocation).
+    pai_job_id: Mapped[int | None] = mapped_column(ForeignKey("pai_jobs.id", ondelete="CASCADE"), nullable=True,
+                                                   index=True)
+    task_role: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    task_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = _ts()
     assigned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class PaiJob(Base):
+    """An OpenPAI job (its v1 job JSON); each attempt's tasks are allocations with ``pai_job_id``."""
+
+    __tablename__ = "pai_jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))  # jobName: unique per user
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    state: Mapped[str] = mapped_column(String(32))  # controlplane.state.pai_job
+    spec: Mapped[dict] = mapped_column(JSON)  # the job JSON as submitted
+    code: Mapped[bytes] = mapped_column(LargeBinary)  # tar.gz of codeDir (an empty archive without one)
+    code_hash: Mapped[str] = mapped_column(String(64))
+    resource_pool: Mapped[str] = mapped_column(String(255))  # virtualCluster
+    job_id: Mapped[str] = mapped_column(String(64), unique=True)  # its id in the job queue
+    priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    queue_position: Mapped[float] = mapped_column(Float, default=0.0)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)  # 1, then +1 per retry
+    exit_reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = _ts()
+    launched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
 
 
 class Agent(Base):

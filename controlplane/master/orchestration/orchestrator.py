@@ -19,7 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
-from controlplane.master.orchestration import gang, lifecycle, progress, rendezvous, searcher_runtime, snapshot
+from controlplane.master.orchestration import (
+    gang,
+    lifecycle,
+    pai_jobs,
+    progress,
+    rendezvous,
+    searcher_runtime,
+    snapshot,
+)
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
@@ -316,7 +324,7 @@ class Orchestrator:
     async def _mark_started(self, session: AsyncSession, alloc: Allocation, reason: str) -> None:
         move(session, alloc, A.RUNNING, reason)
         alloc.started_at = utcnow()
-        trial = await session.get(Trial, alloc.trial_id)
+        trial = await session.get(Trial, alloc.trial_id) if alloc.trial_id is not None else None
         if trial is not None and trial.state == T.QUEUED:
             move(session, trial, T.RUNNING, "its allocation started")
 
@@ -389,6 +397,9 @@ class Orchestrator:
                                 reason: str, *, agent_lost: bool) -> None:
         lifecycle.end_allocation(session, alloc, reason or ("agent lost" if agent_lost else "exited"), exit_code)
         self._notify_after_commit(("preempt", alloc.id))
+        if alloc.pai_job_id is not None:
+            await pai_jobs.task_ended(self, session, alloc)
+            return
         trial = await session.get(Trial, alloc.trial_id)
         if trial is None:
             return
@@ -528,7 +539,8 @@ class Orchestrator:
         if not snap.pending:
             return
         plan = planner.plan(snap.pools, snap.pending, snap.running, snap.agents, time.time())
-        self._wake_autoscaler_for_new_demand(set(snap.pending_rows) - {p.allocation_id for p in plan.placements})
+        self._wake_autoscaler_for_new_demand(
+            (set(snap.pending_rows) | set(snap.pending_groups)) - {p.allocation_id for p in plan.placements})
         for preemption in plan.preemptions:
             alloc = snap.running_rows.get(preemption.allocation_id)
             if alloc is not None:
@@ -537,6 +549,10 @@ class Orchestrator:
         used_ports = rendezvous.used_ports(await session.scalars(select(Allocation).where(
             Allocation.state.in_((A.ASSIGNED, A.RUNNING)))) if plan.placements else ())
         for placement in plan.placements:
+            if placement.allocation_id in snap.pending_groups:
+                job, tasks = snap.pending_groups[placement.allocation_id]
+                await pai_jobs.place(self, session, job, tasks, placement.resources, addresses, used_ports)
+                continue
             alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
             assert trial is not None  # a pending allocation's trial and experiment rows exist (foreign keys)

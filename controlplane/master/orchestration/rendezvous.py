@@ -38,6 +38,7 @@ def ports_of(entry: dict) -> list[int]:
     out += [p for p in ports.get("dist") or [] if p]
     if ports.get("ssh"):
         out.append(ports["ssh"])
+    out += [p for p in ports.get("pai") or [] if p]  # an OpenPAI task's portList (orchestration/pai_jobs.py)
     return out
 
 

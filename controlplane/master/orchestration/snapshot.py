@@ -5,14 +5,14 @@ offers; an agent that goes away takes its environments with it (its work waits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware
-from controlplane.master.db.models import Agent, Allocation, Experiment, Trial
-from controlplane.master.orchestration import gang
+from controlplane.master.db.models import Agent, Allocation, Experiment, PaiJob, Trial
+from controlplane.master.orchestration import gang, pai_jobs
 from controlplane.master.runtime import MasterRuntime
 from controlplane.scheduler.environment import Image, image_of_config, slot_type_of
 from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
@@ -29,6 +29,9 @@ class SchedulingSnapshot:
     agents: list[AgentSnapshot]
     pending_rows: dict[str, Allocation]
     running_rows: dict[str, Allocation]
+    # An OpenPAI job attempt's pending tasks, one request for the planner: group id -> (job, its
+    # task allocations in pai_jobs.task_order).
+    pending_groups: dict[str, tuple[PaiJob, list[Allocation]]] = field(default_factory=dict)
 
 
 def job_priority(exp: Experiment, policy: PoolPolicy | None) -> int:
@@ -91,6 +94,7 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
             priority=priority, weight=exp.weight, started_at=_ts(alloc.assigned_at),
             preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent,
             queue_position=exp.queue_position, submitted_at=_ts(exp.start_time)))
+    groups = await _pai_tasks(session, pools, pending, running, running_rows, used, zero_slot)
     flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
     disabled = {a.id: a.disabled_slots or {} for a in flags.values()}
     agents = [
@@ -104,4 +108,50 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
         )
         for c in rt.hub.connections.values()
     ]
-    return SchedulingSnapshot(pools, pending, running, agents, pending_rows, running_rows)
+    return SchedulingSnapshot(pools, pending, running, agents, pending_rows, running_rows, groups)
+
+
+async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pending: list[Request],
+                     running: list[Running], running_rows: dict[str, Allocation], used: dict[str, set[int]],
+                     zero_slot: dict[str, int]) -> dict[str, tuple[PaiJob, list[Allocation]]]:
+    """OpenPAI tasks: a job attempt's pending tasks become one task-group request (placed whole or
+    not at all); its running tasks hold their slots and are never preempted (a PAI task has no
+    checkpoint to resume from)."""
+    rows = (await session.execute(
+        select(Allocation, PaiJob).join(PaiJob, PaiJob.id == Allocation.pai_job_id)
+        .where(Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING)))
+        .order_by(Allocation.created_at, Allocation.id))).all()
+    groups: dict[str, tuple[PaiJob, list[Allocation]]] = {}
+    for alloc, job in rows:
+        policy = pools.get(alloc.resource_pool)
+        priority = job.priority if job.priority is not None else policy.default_priority if policy else 42
+        if alloc.state == A.PENDING:
+            groups.setdefault(pai_jobs.group_id(job), (job, []))[1].append(alloc)
+            continue
+        running_rows[alloc.id] = alloc
+        resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
+        for agent_id, slots in resources:
+            used.setdefault(agent_id, set()).update(slots)
+        zero_agent = None
+        if alloc.slots_needed == 0 and gang.agents_of(alloc):
+            zero_agent = gang.agents_of(alloc)[0]
+            zero_slot[zero_agent] = zero_slot.get(zero_agent, 0) + 1
+        running.append(Running(
+            allocation_id=alloc.id, job_id=job.job_id, pool=alloc.resource_pool, resources=resources,
+            priority=priority, started_at=_ts(alloc.assigned_at), preemptible=False,
+            preempting=alloc.preempt_requested, zero_slot_agent=zero_agent, queue_position=job.queue_position,
+            submitted_at=_ts(job.created_at)))
+    for gid, (job, tasks) in list(groups.items()):
+        order = {(role, index): n for n, (role, index, _) in enumerate(pai_jobs.task_order(pai_jobs.parsed(job)))}
+        tasks.sort(key=lambda a: order.get((a.task_role or "", a.task_index or 0), len(order)))
+        if len(tasks) != len(order):  # part of the attempt already ended (stopped): nothing to place
+            del groups[gid]
+            continue
+        policy = pools.get(job.resource_pool)
+        pending.append(Request(
+            allocation_id=gid, job_id=job.job_id, pool=job.resource_pool,
+            slots_needed=sum(a.slots_needed for a in tasks), tasks=tuple(a.slots_needed for a in tasks),
+            priority=job.priority if job.priority is not None else policy.default_priority if policy else 42,
+            queue_position=job.queue_position, submitted_at=_ts(job.created_at), preemptible=False,
+            image=pai_jobs.image_of(job)))
+    return groups

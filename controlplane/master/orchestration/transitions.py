@@ -5,21 +5,24 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.db.models import Allocation, Experiment, StateTransition, Trial
+from controlplane.master.db.models import Allocation, Experiment, PaiJob, StateTransition, Trial
 from controlplane.state.allocation import ALLOCATION
 from controlplane.state.experiment import EXPERIMENT
+from controlplane.state.pai_job import PAI_JOB
 from controlplane.state.trial import TRIAL
 
-_MACHINES = {Experiment: ("experiment", EXPERIMENT), Trial: ("trial", TRIAL), Allocation: ("allocation", ALLOCATION)}
+_MACHINES = {Experiment: ("experiment", EXPERIMENT), Trial: ("trial", TRIAL), Allocation: ("allocation", ALLOCATION),
+             PaiJob: ("pai_job", PAI_JOB)}
+Row = Experiment | Trial | Allocation | PaiJob
 
 
-def record_initial(session: AsyncSession, row: Experiment | Trial | Allocation, reason: str) -> None:
+def record_initial(session: AsyncSession, row: Row, reason: str) -> None:
     entity, _ = _MACHINES[type(row)]
     session.add(StateTransition(entity=entity, entity_id=str(row.id), from_state=None,
                                 to_state=row.state, reason=reason, at=utcnow()))
 
 
-def move(session: AsyncSession, row: Experiment | Trial | Allocation, to_state: str, reason: str) -> None:
+def move(session: AsyncSession, row: Row, to_state: str, reason: str) -> None:
     entity, machine = _MACHINES[type(row)]
     if row.state == to_state:
         return

@@ -35,7 +35,7 @@ MUTATING = {"POST", "PATCH", "PUT", "DELETE"}
 SESSION_ROUTES = {("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/logout")}
 CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models"),
                  ("POST", "/api/v1/templates/{template_name}"), ("POST", "/api/v1/workspaces"),
-                 ("POST", "/api/v1/workspaces/{workspace_id}/projects")}
+                 ("POST", "/api/v1/workspaces/{workspace_id}/projects"), ("POST", "/api/v1/pai/jobs")}
 UNAUTHENTICATED = {Action.PUBLIC, Action.AGENT}
 
 
@@ -110,6 +110,7 @@ class Work:
     task_token: str
     workspace_id: int
     project_id: int
+    pai_job: str
 
 
 @dataclass
@@ -165,10 +166,15 @@ async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str
     assert r.status_code == 200, r.text
     project_id = r.json()["project"]["id"]
     me = (await api.get("/api/v1/me", headers=h)).json()["user"]
-    return Work(workspace_id=workspace_id, project_id=project_id,
+    return Work(pai_job=f"{username}-job", workspace_id=workspace_id, project_id=project_id,
                 user_id=me["id"], username=username, exp_id=exp["id"], trial_id=trial_id,
                 alloc_id=start.allocation_id, task_id=start.task_id, job_id=exp["jobId"], ckpt=ckpt, spare_ckpt=spare,
                 model=model, template=template, task_token=start.session_token)
+
+
+def pai_job_json(name: str) -> dict:
+    return {"jobName": name, "image": "default", "taskRoles": [
+        {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0, "command": "true"}]}
 
 
 async def seed(api) -> Seeded:  # noqa: ANN001
@@ -184,6 +190,9 @@ async def seed(api) -> Seeded:  # noqa: ANN001
     await agent.register()
     admins = await seed_work(api, agent, admin, "admin", "admins-model")
     owners = await seed_work(api, agent, tokens["determined"], "determined", "owners-model")
+    for work, token in ((admins, admin), (owners, tokens["determined"])):  # after the trials: its task may start
+        r = await api.post(f"/api/v1/user/{work.username}/jobs", headers=bearer(token), json=pai_job_json(work.pai_job))
+        assert r.status_code == 202, r.text
     return Seeded(admin, tokens, admins, owners)
 
 
@@ -197,6 +206,7 @@ def path_values(work: Work) -> dict[str, str]:
         "resource_pool": "default", "name": work.model, "model_name": work.model, "number": "1",
         "version": "1", "job_id": work.job_id, "template_name": work.template, "label": "needs-review",
         "workspace_id": str(work.workspace_id), "project_id": str(work.project_id), "slot_id": "0",
+        "job_name": work.pai_job,
     }
 
 
@@ -224,6 +234,9 @@ def special_body(method: str, path: str, work: Work) -> Any:
         ("POST", "/api/v1/trials/{trial_id}/early_exit"): {"reason": "EXITED_REASON_INVALID_HP"},
         ("POST", "/api/v1/users/{user_id}/password"): {"password": "", "oldPassword": "", "isHashed": False},
         ("POST", "/api/v1/auth/login"): {"username": "nobody", "password": "x"},
+        ("POST", "/api/v1/user/{username}/jobs"): pai_job_json(f"job-{uuid.uuid4().hex[:8]}"),
+        ("POST", "/api/v1/pai/jobs"): {"job": pai_job_json(f"job-{uuid.uuid4().hex[:8]}")},
+        ("PUT", "/api/v1/user/{username}/jobs/{job_name}/executionType"): {"value": "STOP"},
     }.get((method, path))
 
 

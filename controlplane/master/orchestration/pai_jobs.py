@@ -1,0 +1,208 @@
+"""OpenPAI jobs inside the orchestrator: each attempt's tasks are allocations placed together as
+one task group, started with the ``PAI_*`` environment, and ended by the frameworklauncher's
+completion policy (``controlplane.pai.completion``), retried whole while ``retryCount`` allows.
+
+Everything here runs inside an orchestrator transaction; messages to agents go through the
+orchestrator's after-commit queue. A task's allocation id is ``pai-<job>-<role>-<index>.<attempt>``,
+so ``run_id_of`` gives the attempt and a token of an earlier attempt is refused once the job has
+moved on (its allocations are TERMINATED before the next attempt is queued).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import utcnow
+from controlplane.master.db.models import Allocation, PaiJob, User
+from controlplane.master.orchestration import gang, lifecycle, rendezvous
+from controlplane.master.orchestration.transitions import move, record_initial
+from controlplane.master.services.auth import token_hash
+from controlplane.pai import completion, env, ports
+from controlplane.pai import spec as pai_spec
+from controlplane.scheduler.environment import Image
+from controlplane.state import allocation as A
+from controlplane.state import pai_job as J
+from controlplane.wire import agent_protocol as wire
+
+if TYPE_CHECKING:
+    from controlplane.master.orchestration.orchestrator import Orchestrator
+
+log = logging.getLogger("controlplane.orchestrator.pai")
+
+GROUP_PREFIX = "pai-job:"
+TASK_TYPE = "PAI"
+
+# (job id, hash of its spec): parsed once; the hash keeps two databases in one process apart.
+_parsed: dict[tuple[int, int], pai_spec.PaiJob] = {}
+
+
+def parsed(job: PaiJob) -> pai_spec.PaiJob:
+    """The stored job JSON as the protocol's dataclass (it was validated at submit)."""
+    key = (job.id, hash(repr(job.spec)))
+    hit = _parsed.get(key)
+    if hit is None:
+        hit = pai_spec.parse_job(job.spec)[0]
+        if len(_parsed) > 1000:
+            _parsed.clear()
+        _parsed[key] = hit
+    return hit
+
+
+def task_id(job_id: int, role: str, index: int) -> str:
+    return f"pai-{job_id}-{role}-{index}"
+
+
+def group_id(job: PaiJob) -> str:
+    """The scheduler's name for one attempt's task group."""
+    return f"{GROUP_PREFIX}{job.id}.{job.attempt}"
+
+
+def image_of(job: PaiJob) -> Image:
+    name = str(job.spec.get("image") or "default")
+    return Image(name, name, name)
+
+
+def task_order(job: pai_spec.PaiJob) -> list[tuple[str, int, int]]:
+    """(role, index, slots) of every task: roles in declared order, then task index."""
+    return [(r.name, i, r.gpu_number) for r in job.task_roles for i in range(r.task_number)]
+
+
+def queue_attempt(session: AsyncSession, job: PaiJob, reason: str) -> None:
+    """One PENDING allocation per task of the job's current attempt."""
+    now = utcnow()
+    for role, index, slots in task_order(parsed(job)):
+        tid = task_id(job.id, role, index)
+        alloc = Allocation(
+            id=f"{tid}.{job.attempt}", task_id=tid, trial_id=None, state=A.PENDING,
+            resource_pool=job.resource_pool, slots_needed=slots, priority=job.priority or lifecycle.DEFAULT_PRIORITY,
+            token_hash=token_hash(secrets.token_urlsafe(32)),  # placeholder until placement mints the token
+            created_at=now, pai_job_id=job.id, task_role=role, task_index=index,
+        )
+        session.add(alloc)
+        record_initial(session, alloc, reason)
+
+
+async def attempt_allocations(session: AsyncSession, job: PaiJob) -> list[Allocation]:
+    rows = (await session.scalars(select(Allocation).where(
+        Allocation.pai_job_id == job.id, Allocation.id.endswith(f".{job.attempt}", autoescape=True)))).all()
+    return sorted((a for a in rows if attempt_of(a) == job.attempt),
+                  key=lambda a: (a.task_role or "", a.task_index or 0))
+
+
+def attempt_of(alloc: Allocation) -> int:
+    """The attempt an allocation belongs to (its id ends in ``.<attempt>``)."""
+    tail = alloc.id.rpartition(".")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _host_ports(address: str, used: dict[str, set[int]]) -> ports.AgentPorts:
+    return ports.AgentPorts(rendezvous.PORT_LOW, rendezvous.PORT_HIGH - 1, frozenset(used.get(address, ())))
+
+
+async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Sequence[Allocation],
+                resources: Sequence[tuple[str, tuple[int, ...]]], addresses: dict[str, str],
+                used: dict[str, set[int]]) -> bool:
+    """Starts every task of the attempt where the planner put it (``resources``: one entry per
+    task, in ``task_order``). False, with nothing changed, when the tasks' ports cannot be booked."""
+    spec = parsed(job)
+    order = task_order(spec)
+    by_key = {(a.task_role, a.task_index): a for a in rows}
+    where = {(role, index): addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
+             for (role, index, _), (agent, _) in zip(order, resources, strict=True)}
+    try:
+        booked = ports.assign_ports(spec, where, {addr: _host_ports(addr, used) for addr in set(where.values())})
+    except ports.PortError as e:
+        log.warning("PAI job %s cannot start yet: %s", job.id, e)
+        return False
+    placements = {key: env.TaskPlacement(where[key], booked[key]) for key in where}
+    owner = await session.scalar(select(User.username).where(User.id == job.owner_id)) or "determined"
+    now = utcnow()
+    for (role, index, _), (agent_id, slots) in zip(order, resources, strict=True):
+        alloc = by_key[(role, index)]
+        address = where[(role, index)]
+        task_ports = [p for group in booked[(role, index)].values() for p in group]
+        used.setdefault(address, set()).update(task_ports)
+        gang.assign(alloc, ((agent_id, tuple(slots)),))
+        alloc.resources = [dict(alloc.resources[0], address=address, ports={"pai": task_ports})]
+        alloc.assigned_at = now
+        token = lifecycle.mint_token(alloc)
+        move(session, alloc, A.ASSIGNED, f"placed on {agent_id} slots {list(slots)} with job {job.name}'s tasks")
+        task_env = env.build_env(spec, placements, role, index, user_name=owner)
+        task_env.update({
+            "DET_CLUSTER_ID": orch.rt.cluster_id, "DET_TASK_ID": alloc.task_id, "DET_ALLOCATION_ID": alloc.id,
+            "DET_SESSION_TOKEN": token, "DET_RESOURCES_ID": alloc.id, "DET_USER": owner, "DET_TASK_TYPE": TASK_TYPE,
+            "PAI_JOB_ATTEMPT_ID": str(job.attempt - 1),
+        })
+        command = spec.role(role).command
+        orch._send_after_commit(agent_id, wire.StartTask(
+            allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=["bash", "-c", command],
+            env=task_env, slot_ids=list(slots), session_token=token, context_hash=job.code_hash,
+            kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[address],
+            container_slot_counts=[len(slots)], environment=image_of(job).cpu))
+    if job.state == J.WAITING:
+        move(session, job, J.RUNNING, f"attempt {job.attempt}: every task placed")
+        job.launched_at = job.launched_at or now
+    return True
+
+
+def _task_state(alloc: Allocation) -> completion.TaskState:
+    if alloc.state == A.PENDING:
+        return completion.TaskState.PENDING
+    if alloc.state != A.TERMINATED:
+        return completion.TaskState.RUNNING
+    return completion.TaskState.SUCCEEDED if alloc.exit_code == 0 else completion.TaskState.FAILED
+
+
+async def task_ended(orch: Orchestrator, session: AsyncSession, alloc: Allocation) -> None:
+    """One task's allocation has ended (already TERMINATED): apply the completion policy."""
+    job = await session.get(PaiJob, alloc.pai_job_id)
+    if job is None or J.PAI_JOB.is_terminal(job.state) or attempt_of(alloc) != job.attempt:
+        return  # a task stopped by an earlier decision, or of an earlier attempt
+    spec = parsed(job)
+    rows = await attempt_allocations(session, job)
+    states: dict[str, list[completion.TaskState]] = {r.name: [] for r in spec.task_roles}
+    for row in rows:
+        states[row.task_role or ""].append(_task_state(row))
+    decision = completion.decide(spec, states)
+    if decision.state is completion.JobState.RUNNING:
+        return
+    _stop_live(orch, session, rows, f"job {job.name}: {decision.reason}")
+    if decision.state is completion.JobState.SUCCEEDED:
+        _finish(session, job, J.SUCCEEDED, decision.reason)
+    elif completion.should_retry(spec, decision.state, job.attempt - 1):
+        job.attempt += 1
+        job.exit_reason = decision.reason
+        if job.state == J.RUNNING:
+            move(session, job, J.WAITING, f"attempt {job.attempt - 1} failed ({decision.reason}); "
+                                          f"retry {job.attempt - 1} of {spec.retry_count}")
+        queue_attempt(session, job, f"attempt {job.attempt} (retry {job.attempt - 1} of {spec.retry_count})")
+    else:
+        _finish(session, job, J.FAILED, decision.reason)
+
+
+def _stop_live(orch: Orchestrator, session: AsyncSession, rows: Sequence[Allocation], reason: str) -> None:
+    for row in rows:
+        if row.state == A.PENDING:
+            lifecycle.end_allocation(session, row, reason)
+        elif row.state != A.TERMINATED:
+            orch._kill_allocation(row, reason)
+
+
+def _finish(session: AsyncSession, job: PaiJob, state: str, reason: str) -> None:
+    move(session, job, state, reason)
+    job.exit_reason = reason
+    job.completed_at = utcnow()
+
+
+async def stop(orch: Orchestrator, session: AsyncSession, job: PaiJob, who: str) -> None:
+    """A user's STOP: every task of the attempt is stopped, the job is STOPPED."""
+    if J.PAI_JOB.is_terminal(job.state):
+        return
+    _stop_live(orch, session, await attempt_allocations(session, job), f"job {job.name} stopped by {who}")
+    _finish(session, job, J.STOPPED, f"stopped by {who}")

@@ -1,0 +1,325 @@
+"""OpenPAI jobs: submit, list, describe, stop, config and logs, in the shapes of OpenPAI's REST server.
+
+Source for the answers: microsoft/pai ``docs/rest-server/API.md`` and ``src/rest-server`` (v1 job
+routes): a submission answers 202 ``{"message": "update job NAME successfully"}``, a job name taken
+by the same user 409, a list is an array of job summaries, a job's detail is ``{name, jobStatus,
+taskRoles: {role: {taskRoleStatus, taskStatuses: [...]}}}``, times in epoch milliseconds.
+
+A job's JSON is validated by ``controlplane.pai.spec`` off the event loop (every mistake named by
+field path and rule, all in one 400); its ``image`` must be an environment the pool's agents offer
+and its tasks must fit the pool's agents, so nothing is accepted that could never start. The job
+and the allocations of its first attempt are stored in one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import anyio
+import msgspec
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from controlplane.common.timeutil import aware, utcnow
+from controlplane.master.authz import Action, require_owner
+from controlplane.master.db.models import Allocation, PaiJob, TaskLog, User
+from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.orchestration import gang, pai_jobs
+from controlplane.master.orchestration.transitions import record_initial
+from controlplane.master.principals import AuthedUser, Principal
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services.context import build_archive
+from controlplane.master.services.environments import environment_problem
+from controlplane.master.services.experiment_requests import V1File
+from controlplane.pai import spec as pai_spec
+from controlplane.scheduler.environment import Image
+from controlplane.state import allocation as A
+from controlplane.state import pai_job as J
+
+MAX_LOG_PAGE = 5000
+
+
+class SubmitPaiJobRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """``det pai submit``: the job JSON and its ``codeDir`` packed like an experiment's context."""
+
+    job: dict[str, Any]
+    code_files: list[V1File] = []
+
+
+class Submitted(msgspec.Struct, kw_only=True):
+    message: str
+    warnings: list[str] = []
+
+
+class JobSummary(msgspec.Struct, rename="camel", kw_only=True):
+    """OpenPAI's job list entry."""
+
+    name: str
+    username: str
+    state: str
+    sub_state: str
+    execution_type: str
+    retries: int
+    created_time: int
+    completed_time: int | None
+    app_exit_code: int | None
+    virtual_cluster: str
+    total_gpu_number: int
+    total_task_number: int
+    total_task_role_number: int
+
+
+class TaskStatus(msgspec.Struct, rename="camel", kw_only=True):
+    task_index: int
+    task_state: str
+    container_id: str | None
+    container_ip: str | None
+    container_ports: dict[str, str]
+    container_gpus: int
+    container_exit_code: int | None
+    container_exit_diagnostics: str
+
+
+class TaskRoleStatus(msgspec.Struct, kw_only=True):
+    name: str
+
+
+class TaskRoleDetail(msgspec.Struct, rename="camel", kw_only=True):
+    task_role_status: TaskRoleStatus
+    task_statuses: list[TaskStatus]
+
+
+class JobStatus(msgspec.Struct, rename="camel", kw_only=True):
+    username: str
+    state: str
+    sub_state: str
+    execution_type: str
+    retries: int
+    created_time: int
+    completed_time: int | None
+    app_launched_time: int | None
+    app_completed_time: int | None
+    app_exit_code: int | None
+    app_exit_diagnostics: str
+    virtual_cluster: str
+    memory_enforced: bool
+
+
+class JobDetail(msgspec.Struct, rename="camel", kw_only=True):
+    name: str
+    job_status: JobStatus
+    task_roles: dict[str, TaskRoleDetail]
+
+
+class LogLine(msgspec.Struct, rename="camel", kw_only=True):
+    id: int
+    task_role: str
+    task_index: int
+    attempt: int
+    timestamp: float
+    stdtype: str
+    log: str
+
+
+class JobLogs(msgspec.Struct, rename="camel", kw_only=True):
+    logs: list[LogLine]
+    next_after: int  # pass as ``after`` for the next page
+
+
+def _ms(value: Any) -> int | None:
+    value = aware(value)
+    return int(value.timestamp() * 1000) if value is not None else None
+
+
+def _parse(raw: dict[str, Any]) -> tuple[pai_spec.PaiJob, list[str]]:
+    try:
+        return pai_spec.parse_job(raw)
+    except pai_spec.PaiJobError as e:
+        raise BadRequest("invalid job: " + "; ".join(str(err) for err in e.errors)) from None
+
+
+def _prepare(raw: dict[str, Any], code_files: list[V1File]) -> tuple[pai_spec.PaiJob, list[str], bytes, str]:
+    """CPU work of a submission: run in a worker thread."""
+    job, warnings = _parse(raw)
+    if job.code_dir and not code_files:
+        raise BadRequest("codeDir: the directory must be uploaded with the job: submit it with `det pai submit`, "
+                         "which packs codeDir like an experiment's context")
+    if code_files and not job.code_dir:
+        raise BadRequest("codeFiles: given, but the job names no codeDir")
+    archive, digest = build_archive([msgspec.to_builtins(f) for f in code_files])
+    return job, warnings, archive, digest
+
+
+def _check_pool(rt: MasterRuntime, job: pai_spec.PaiJob) -> None:
+    if rt.settings.pool(job.virtual_cluster) is None:
+        known = ", ".join(sorted(p.name for p in rt.settings.pools))
+        raise BadRequest(f"virtualCluster: no resource pool {job.virtual_cluster!r} (pools: {known})")
+    image = Image(job.image, job.image, job.image)
+    problem = environment_problem(image, job.virtual_cluster, list(rt.hub.connections.values()),
+                                  max(r.gpu_number for r in job.task_roles))
+    if problem:
+        raise BadRequest(f"image: {problem}")
+    from controlplane.scheduler.gang import group_shape_error
+    from controlplane.scheduler.model import AgentSnapshot
+
+    agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
+                            used_slot_ids=frozenset())
+              for c in rt.hub.connections.values() if c.pool == job.virtual_cluster]
+    tasks = tuple(n for _, _, n in pai_jobs.task_order(job))
+    problem = group_shape_error(tasks, agents, job.virtual_cluster) if agents else None
+    if problem:
+        raise BadRequest(f"taskRoles: {problem}")
+
+
+async def submit(rt: MasterRuntime, user: AuthedUser, username: str, raw: Any,
+                 code_files: list[V1File] | None = None) -> Submitted:
+    if username != user.username:
+        raise Forbidden(f"username: jobs are submitted under one's own name ({user.username}), not {username!r}")
+    if not isinstance(raw, dict):
+        raise BadRequest(f"request body: the job must be a JSON object, got {type(raw).__name__}")
+    job, warnings, archive, digest = await anyio.to_thread.run_sync(_prepare, raw, list(code_files or []))
+    _check_pool(rt, job)
+    row = PaiJob(name=job.job_name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
+                 resource_pool=job.virtual_cluster, job_id=str(uuid.uuid4()), priority=None,
+                 queue_position=time.time(), attempt=1, exit_reason="", created_at=utcnow())
+    try:
+        async with rt.orchestrator.transaction() as session:
+            if await session.scalar(select(PaiJob.id).where(PaiJob.owner_id == user.id, PaiJob.name == job.job_name)):
+                raise Conflict(f"jobName: job {job.job_name} already exists for user {user.username}")
+            session.add(row)
+            await session.flush()
+            record_initial(session, row, "submitted")
+            pai_jobs.queue_attempt(session, row, "attempt 1")
+    except IntegrityError:  # the same name submitted twice at once
+        raise Conflict(f"jobName: job {job.job_name} already exists for user {user.username}") from None
+    rt.orchestrator.wake()
+    return Submitted(message=f"update job {job.job_name} successfully", warnings=warnings)
+
+
+async def _job(session: AsyncSession, username: str, name: str) -> tuple[PaiJob, str]:
+    row = (await session.execute(select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
+                                 .where(User.username == username, PaiJob.name == name))).first()
+    if row is None:
+        raise NotFound(f"job {name} of user {username} not found")
+    return row[0], row[1]
+
+
+def _sub_state(job: PaiJob) -> str:
+    return {J.WAITING: "FRAMEWORK_WAITING", J.RUNNING: "APPLICATION_RUNNING"}.get(job.state, "FRAMEWORK_COMPLETED")
+
+
+def _summary(job: PaiJob, username: str, spec: pai_spec.PaiJob) -> JobSummary:
+    return JobSummary(
+        name=job.name, username=username, state=job.state, sub_state=_sub_state(job),
+        execution_type="STOP" if job.state == J.STOPPED else "START", retries=job.attempt - 1,
+        created_time=_ms(job.created_at) or 0, completed_time=_ms(job.completed_at),
+        app_exit_code=_exit_code(job), virtual_cluster=job.resource_pool,
+        total_gpu_number=sum(r.gpu_number * r.task_number for r in spec.task_roles),
+        total_task_number=spec.total_tasks, total_task_role_number=len(spec.task_roles))
+
+
+def _exit_code(job: PaiJob) -> int | None:
+    return {J.SUCCEEDED: 0, J.FAILED: 1, J.STOPPED: 214}.get(job.state)  # 214: the launcher's "stopped"
+
+
+async def list_jobs(rt: MasterRuntime, username: str | None, offset: int, limit: int) -> list[JobSummary]:
+    async with rt.sessions() as session:
+        q = select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
+        if username:
+            q = q.where(User.username == username)
+        rows = (await session.execute(q.order_by(PaiJob.id.desc()).offset(offset).limit(limit))).all()
+    return [_summary(job, name, pai_jobs.parsed(job)) for job, name in rows]
+
+
+def _task_state(alloc: Allocation | None, job: PaiJob) -> str:
+    if alloc is None or alloc.state == A.PENDING:
+        return "WAITING"
+    if alloc.state != A.TERMINATED:
+        return "RUNNING"
+    if alloc.exit_code == 0:
+        return "SUCCEEDED"
+    return "STOPPED" if job.state == J.STOPPED or "stopped" in (alloc.exit_reason or "") else "FAILED"
+
+
+async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
+    async with rt.sessions() as session:
+        job, owner = await _job(session, username, name)
+        allocs = await pai_jobs.attempt_allocations(session, job)
+    spec = pai_jobs.parsed(job)
+    by_key = {(a.task_role, a.task_index): a for a in allocs}
+    roles: dict[str, TaskRoleDetail] = {}
+    for role in spec.task_roles:
+        statuses = []
+        for i in range(role.task_number):
+            alloc = by_key.get((role.name, i))
+            entry = (gang.resources_of(alloc) or [{}])[0] if alloc is not None else {}
+            statuses.append(TaskStatus(
+                task_index=i, task_state=_task_state(alloc, job),
+                container_id=alloc.id if alloc is not None and alloc.state != A.PENDING else None,
+                container_ip=entry.get("address"),
+                container_ports=_ports_by_label(role, (entry.get("ports") or {}).get("pai") or []),
+                container_gpus=role.gpu_number,
+                container_exit_code=alloc.exit_code if alloc is not None else None,
+                container_exit_diagnostics=(alloc.exit_reason or "") if alloc is not None else ""))
+        roles[role.name] = TaskRoleDetail(task_role_status=TaskRoleStatus(name=role.name), task_statuses=statuses)
+    s = _summary(job, owner, spec)
+    status = JobStatus(
+        username=owner, state=job.state, sub_state=s.sub_state, execution_type=s.execution_type, retries=s.retries,
+        created_time=s.created_time, completed_time=s.completed_time, app_launched_time=_ms(job.launched_at),
+        app_completed_time=_ms(job.completed_at), app_exit_code=s.app_exit_code,
+        app_exit_diagnostics=job.exit_reason or "", virtual_cluster=job.resource_pool, memory_enforced=False)
+    return JobDetail(name=job.name, job_status=status, task_roles=roles)
+
+
+def _ports_by_label(role: pai_spec.TaskRole, flat: list[int]) -> dict[str, str]:
+    """The task's booked ports (stored flat, in the role's port order) by label, as "p1,p2"."""
+    out: dict[str, str] = {}
+    at = 0
+    for p in role.ports:
+        out[p.label] = ",".join(str(n) for n in flat[at:at + p.port_number])
+        at += p.port_number
+    return out if flat else {}
+
+
+async def config(rt: MasterRuntime, principal: Principal, username: str, name: str) -> dict[str, Any]:
+    async with rt.sessions() as session:
+        job, _ = await _job(session, username, name)
+    require_owner(principal, Action.READ_OWN, job.owner_id, f"job {name}")
+    return dict(job.spec)
+
+
+async def stop(rt: MasterRuntime, principal: Principal, username: str, name: str, value: str) -> Submitted:
+    if value != "STOP":
+        raise BadRequest(f"value: only STOP is supported (a stopped job is submitted again under a new name), "
+                         f"got {value!r}")
+    async with rt.orchestrator.transaction() as session:
+        job, _ = await _job(session, username, name)
+        require_owner(principal, Action.EDIT, job.owner_id, f"job {name}")
+        who = principal.username if isinstance(principal, AuthedUser) else "a task"
+        await pai_jobs.stop(rt.orchestrator, session, job, who)
+    rt.orchestrator.wake()
+    return Submitted(message=f"execute job {name} successfully")
+
+
+async def logs(rt: MasterRuntime, username: str, name: str, role: str | None, index: int | None,
+               after: int, limit: int) -> JobLogs:
+    """A page of the job's task lines (every attempt), oldest first, after line id ``after``."""
+    async with rt.sessions() as session:
+        job, _ = await _job(session, username, name)
+        spec = pai_jobs.parsed(job)
+        if role is not None and role not in {r.name for r in spec.task_roles}:
+            raise BadRequest(f"taskRole: job {name} has no task role {role!r}")
+        ids = [pai_jobs.task_id(job.id, r, i) for r, i, _ in pai_jobs.task_order(spec)
+               if (role is None or r == role) and (index is None or i == index)]
+        rows = (await session.execute(
+            select(TaskLog.id, TaskLog.task_id, TaskLog.allocation_id, TaskLog.timestamp, TaskLog.stdtype, TaskLog.log)
+            .where(TaskLog.task_id.in_(ids), TaskLog.id > after).order_by(TaskLog.id).limit(limit))).all()
+    names = {pai_jobs.task_id(job.id, r, i): (r, i) for r, i, _ in pai_jobs.task_order(spec)}
+    out = [LogLine(id=row_id, task_role=names[tid][0], task_index=names[tid][1],
+                   attempt=int(alloc_id.rpartition(".")[2] or 0) if alloc_id.rpartition(".")[2].isdigit() else 0,
+                   timestamp=(aware(ts).timestamp() if aware(ts) else 0.0), stdtype=stdtype, log=text)
+           for row_id, tid, alloc_id, ts, stdtype, text in rows]
+    return JobLogs(logs=out, next_after=out[-1].id if out else after)
