@@ -187,11 +187,20 @@ async def task_ended(orch: Orchestrator, session: AsyncSession, alloc: Allocatio
 
 
 def _stop_live(orch: Orchestrator, session: AsyncSession, rows: Sequence[Allocation], reason: str) -> None:
+    """Stops the attempt's tasks that have not ended; each is marked stopped (not failed) for its status."""
     for row in rows:
+        if row.state == A.TERMINATED:
+            continue
         if row.state == A.PENDING:
             lifecycle.end_allocation(session, row, reason)
-        elif row.state != A.TERMINATED:
+        else:
+            row.resources = [dict(r, stopped=True) for r in gang.resources_of(row)]
             orch._kill_allocation(row, reason)
+
+
+def was_stopped(alloc: Allocation) -> bool:
+    """An ended task that was stopped (never placed, or killed by a decision), not one that failed."""
+    return alloc.assigned_at is None or any(r.get("stopped") for r in gang.resources_of(alloc))
 
 
 def _finish(session: AsyncSession, job: PaiJob, state: str, reason: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import PurePosixPath
 from typing import Any
 
 import anyio
@@ -26,12 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, PaiJob, TaskLog, User
-from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
 from controlplane.master.orchestration import gang, pai_jobs
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.context import build_archive
+from controlplane.master.services.context import DIRECTORY, build_archive
 from controlplane.master.services.environments import environment_problem
 from controlplane.master.services.experiment_requests import V1File
 from controlplane.pai import spec as pai_spec
@@ -40,6 +41,7 @@ from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 
 MAX_LOG_PAGE = 5000
+CODE_DIR_DEFAULT = "code"
 
 
 class SubmitPaiJobRequest(msgspec.Struct, rename="camel", kw_only=True):
@@ -149,7 +151,18 @@ def _prepare(raw: dict[str, Any], code_files: list[V1File]) -> tuple[pai_spec.Pa
                          "which packs codeDir like an experiment's context")
     if code_files and not job.code_dir:
         raise BadRequest("codeFiles: given, but the job names no codeDir")
-    archive, digest = build_archive([msgspec.to_builtins(f) for f in code_files])
+    entries = [msgspec.to_builtins(f) for f in code_files]
+    if job.code_dir:  # OpenPAI copies codeDir into the working directory under its own name
+        top = PurePosixPath(job.code_dir.rstrip("/")).name or CODE_DIR_DEFAULT
+        top = CODE_DIR_DEFAULT if top in (".", "..") else top
+        entries = [{"path": top, "type": DIRECTORY, "mode": 0o755}] + [
+            {**e, "path": f"{top}/{str(e['path']).lstrip('/')}"} for e in entries]
+    try:
+        archive, digest = build_archive(entries)
+    except ApiError as e:  # the context's checks name Determined's field; here the files are codeFiles
+        e.message = e.message.replace("modelDefinition", "codeFiles")
+        e.args = (e.message,)
+        raise
     return job, warnings, archive, digest
 
 
@@ -241,7 +254,7 @@ def _task_state(alloc: Allocation | None, job: PaiJob) -> str:
         return "RUNNING"
     if alloc.exit_code == 0:
         return "SUCCEEDED"
-    return "STOPPED" if job.state == J.STOPPED or "stopped" in (alloc.exit_reason or "") else "FAILED"
+    return "STOPPED" if pai_jobs.was_stopped(alloc) else "FAILED"
 
 
 async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:

@@ -108,6 +108,12 @@ async def test_the_guides_job_starts_whole_with_its_pai_environment_and_succeeds
             if isinstance(msg, wire.KillTask):
                 kills.add(msg.allocation_id)
     assert kills == {by_task[("ps_server", i)][1].allocation_id for i in (0, 1)}
+    for i in (0, 1):  # killed for the decision: stopped, not failed, and the job stays SUCCEEDED
+        a, m = by_task[("ps_server", i)]
+        await a.exit(m.allocation_id, 137)
+    detail = await state(api)
+    assert detail["jobStatus"]["state"] == "SUCCEEDED"
+    assert [t["taskState"] for t in detail["taskRoles"]["ps_server"]["taskStatuses"]] == ["STOPPED", "STOPPED"]
 
 
 async def test_a_job_waits_until_every_task_fits_then_starts_all_at_once(api):

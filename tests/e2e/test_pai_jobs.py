@@ -1,0 +1,128 @@
+"""The OpenPAI guide's distributed example shape on a real cluster, with a real script instead of
+TensorFlow: two ``ps_server`` tasks and two ``worker`` tasks over two agents, submitted with
+``det pai submit`` (codeDir uploaded). Each task prints its ``PAI_*`` variables and serves on its
+``http`` port; each worker reaches every other task over the addresses in
+``PAI_TASK_ROLE_*_HOST_LIST``. The workers' role has ``minSucceededTaskCount: 2``: the job ends
+SUCCEEDED when both workers exit 0, and the ps tasks, still serving, are stopped."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+DEMO = r'''
+import os, socket, sys, threading, time
+
+role, index = os.environ["PAI_CURRENT_TASK_ROLE_NAME"], int(os.environ["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"])
+me = f"{role}-{index}"
+for key in sorted(k for k in os.environ if k.startswith("PAI_")):
+    print(f"{me} env {key}={os.environ[key]}", flush=True)
+print(f"{me} agent {os.environ['DET_AGENT_ID']}", flush=True)
+port = int(os.environ["PAI_CONTAINER_HOST_http_PORT_LIST"].split(",")[0])
+workers_met = set()
+
+def serve():
+    srv = socket.create_server(("0.0.0.0", port))
+    while True:
+        conn, _ = srv.accept()
+        with conn:
+            caller = conn.recv(100).decode().strip()
+            conn.sendall(f"{me}\n".encode())
+            if caller.startswith("worker-"):
+                workers_met.add(caller)
+
+threading.Thread(target=serve, daemon=True).start()
+if role != "worker":
+    time.sleep(3600)
+peers = []
+for r in os.environ["PAI_TASK_ROLE_LIST"].split(","):
+    for i, host in enumerate(os.environ[f"PAI_TASK_ROLE_{r}_HOST_LIST"].split(",")):
+        if (r, i) != (role, index):
+            peers.append(host)
+deadline = time.time() + 240
+for host in peers:
+    ip, p = host.rsplit(":", 1)
+    while True:
+        try:
+            with socket.create_connection((ip, int(p)), timeout=5) as s:
+                s.sendall(f"{me}\n".encode())
+                print(f"{me} reached {s.recv(100).decode().strip()} at {host}", flush=True)
+                break
+        except OSError:
+            if time.time() > deadline:
+                print(f"{me} could not reach {host}", flush=True)
+                sys.exit(1)
+            time.sleep(0.2)
+others = int(os.environ["PAI_TASK_ROLE_TASK_COUNT_worker"]) - 1
+while len(workers_met) < others:  # stay up until every other worker has reached this one
+    if time.time() > deadline:
+        sys.exit(2)
+    time.sleep(0.1)
+print(f"{me} done", flush=True)
+'''
+
+
+def job_json(name: str) -> dict:
+    ports = [{"label": "http", "beginAt": 0, "portNumber": 1}, {"label": "ssh", "beginAt": 0, "portNumber": 1}]
+    role = {"taskNumber": 2, "cpuNumber": 1, "memoryMB": 512, "portList": ports}
+    return {
+        "jobName": name, "image": "default", "codeDir": "./code", "virtualCluster": "default", "retryCount": 0,
+        "taskRoles": [
+            {"name": "ps_server", **role, "gpuNumber": 0, "command": "python3 code/demo.py"},
+            {"name": "worker", **role, "gpuNumber": 1, "command": "python3 code/demo.py",
+             "minSucceededTaskCount": 2},
+        ],
+        "jobEnvs": {"batch_size": 32},
+    }
+
+
+def wait_final(cluster, name: str, timeout: float = 300) -> dict:  # noqa: ANN001
+    deadline = time.time() + timeout
+    while True:
+        detail = json.loads(cluster.det("pai", "describe", name, "--json").stdout)
+        if detail["jobStatus"]["state"] in ("SUCCEEDED", "FAILED", "STOPPED") and all(
+                t["taskState"] not in ("WAITING", "RUNNING")
+                for role in detail["taskRoles"].values() for t in role["taskStatuses"]):
+            return detail
+        assert time.time() < deadline, f"job {name} did not end: {json.dumps(detail)[:3000]}"
+        time.sleep(1)
+
+
+def test_the_guides_ps_and_worker_job_succeeds_when_both_workers_do(local_cluster, tmp_path):
+    cluster = local_cluster(agents=2, slots=2)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "demo.py").write_text(DEMO)
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(job_json("ps-worker")))
+    out = cluster.det("pai", "submit", str(job_file)).stdout
+    assert "ps-worker" in out
+    detail = wait_final(cluster, "ps-worker")
+    logs = cluster.det("pai", "logs", "ps-worker").stdout
+    assert detail["jobStatus"]["state"] == "SUCCEEDED", logs[-5000:]
+    states = {role: [t["taskState"] for t in r["taskStatuses"]] for role, r in detail["taskRoles"].items()}
+    assert states == {"worker": ["SUCCEEDED", "SUCCEEDED"], "ps_server": ["STOPPED", "STOPPED"]}, logs[-5000:]
+    assert "MinSucceededTaskCount 2" in detail["jobStatus"]["appExitDiagnostics"]
+
+    # every worker reached the three other tasks at the addresses of the HOST_LISTs
+    for w in ("worker-0", "worker-1"):
+        reached = set(re.findall(rf"{w} reached (\S+) at 127\.0\.0\.1:\d+", logs))
+        assert reached == {"ps_server-0", "ps_server-1", "worker-0", "worker-1"} - {w}, logs[-5000:]
+        assert f"{w} done" in logs
+    # the guide's variables, in its formats, identical for every task
+    env = dict(re.findall(r"worker-0 env (PAI_\w+)=(.*)", logs))
+    assert env["PAI_JOB_NAME"] == "ps-worker" and env["PAI_TASK_ROLE_LIST"] == "ps_server,worker"
+    assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "worker" and env["PAI_TASK_ROLE_TASK_COUNT_worker"] == "2"
+    assert re.fullmatch(r"127\.0\.0\.1:\d+,127\.0\.0\.1:\d+", env["PAI_TASK_ROLE_ps_server_HOST_LIST"])
+    assert re.fullmatch(r"http:\d+;ssh:\d+", env["PAI_CONTAINER_HOST_PORT_LIST"])
+    assert env["PAI_RESOURCE_worker"] == "1,1,512,64"
+    ps1 = dict(re.findall(r"ps_server-1 env (PAI_\w+)=(.*)", logs))
+    assert ps1["PAI_TASK_ROLE_worker_HOST_LIST"] == env["PAI_TASK_ROLE_worker_HOST_LIST"]
+    assert ps1["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == "1"
+    # the gang spans both agents
+    agents = set(re.findall(r"\S+ agent (\S+)", logs))
+    assert len(agents) == 2, logs[-5000:]
