@@ -12,7 +12,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from controlplane.cli import agent, checkpoint, deploy, experiment, job, model, resource_pool, template, trial, user
+from controlplane.cli import (
+    agent,
+    checkpoint,
+    deploy,
+    experiment,
+    job,
+    model,
+    pai,
+    resource_pool,
+    template,
+    trial,
+    user,
+)
 from controlplane.cli.errors import CliError
 
 
@@ -24,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-u", "--user", metavar="NAME", help="act as this user (prompts for a password if needed)")
     parser.add_argument("--version", action="store_true", help="print the client version and exit")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
-    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy):
+    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy, pai):
         module.register(groups)
     return parser
 
