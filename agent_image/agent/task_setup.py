@@ -25,6 +25,7 @@ from .environments import TaskEnvironment
 
 STARTUP_HOOK = "startup-hook.sh"
 SSH_KEY_FILE = "ssh/id_ed25519"
+SSH_HOST_KEY_FILE = "ssh/host_ed25519"
 PORTS_FILE = "ports.json"
 # Determined's legacy entrypoint, a Trial class as ``module:Class`` (dotted module, identifiers only).
 LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -68,6 +69,8 @@ def write_info_files(info_dir: Path, msg: StartTask, master_url: str, cluster_id
     write_private_json(info_dir / "resources.json", resources_info(msg, slots or []))
     if msg.ssh_key:
         write_private_text(info_dir / SSH_KEY_FILE, msg.ssh_key if msg.ssh_key.endswith("\n") else msg.ssh_key + "\n")
+    if msg.ssh_host_key:
+        write_private_text(info_dir / SSH_HOST_KEY_FILE, msg.ssh_host_key.rstrip("\n") + "\n")
 
 
 def rendezvous_info(msg: StartTask) -> dict[str, Any]:
@@ -89,12 +92,14 @@ def resources_info(msg: StartTask, slots: list[Slot]) -> dict[str, Any]:
 def ports_info(msg: StartTask) -> dict[str, Any]:
     """ports.json: what this platform adds to the rendezvous: the ports the master chose for the
     allocation (``chief_port``, ``dist_ports``, one ``ssh_ports`` entry per container, 0 for the
-    chief) and where the allocation's SSH key is (``ssh_key_file``, relative to the info dir)."""
+    chief) and where the allocation's SSH key is (``ssh_key_file``, relative to the info dir), and the
+    host key of the task's own SSH server (``ssh_host_key_file``: OpenPAI tasks)."""
     return {
         "chief_port": msg.chief_port,
         "dist_ports": list(msg.dist_ports),
         "ssh_ports": list(msg.ssh_ports),
         "ssh_key_file": SSH_KEY_FILE if msg.ssh_key else None,
+        "ssh_host_key_file": SSH_HOST_KEY_FILE if msg.ssh_host_key else None,
     }
 
 

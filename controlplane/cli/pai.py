@@ -1,4 +1,4 @@
-"""`det pai`: OpenPAI jobs (submit, list, describe, logs, stop, config) on the master's OpenPAI routes.
+"""`det pai`: OpenPAI jobs (submit, list, describe, logs, stop, config, ssh) on the master's OpenPAI routes.
 
 The job JSON is OpenPAI's v1 protocol (``controlplane.pai.spec``). `submit` checks it here first,
 every mistake named by field path and rule, so nothing is sent that the master would refuse for
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -310,6 +311,49 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- ssh ------------------------------------------------------------------------------------
+def ssh_files(username: str, job: str, info: dict[str, Any]) -> tuple[Path, Path]:
+    """The job's key (0600) and known-hosts, in a 0700 folder of the user's config dir."""
+    from controlplane.cli.auth_store import store_path
+
+    folder = store_path().parent / "pai-ssh" / f"{username}-{job}"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    key = folder / "id_ed25519"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(info["privateKey"].rstrip("\n") + "\n")
+    key.chmod(0o600)
+    known = folder / "known_hosts"
+    known.write_text("".join(f"{line}\n" for line in info["knownHosts"]))
+    return key, known
+
+
+def ssh_argv(info: dict[str, Any], task: str, key: Path, known: Path, command: list[str]) -> list[str]:
+    found = next((c for c in info["containers"] if c["id"] == task), None)
+    if found is None:
+        running = ", ".join(c["id"] for c in info["containers"]) or "none"
+        raise CliError(f"task {task} is not running (running tasks with SSH: {running})")
+    return ["ssh", "-i", str(key), "-p", str(found["sshPort"]), "-o", "IdentitiesOnly=yes",
+            "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
+            "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR", f"{info['user']}@{found['sshIp']}", *command]
+
+
+def cmd_ssh(args: argparse.Namespace) -> int:
+    session = session_for(args)
+    username = owner(session, args)
+    info = session.get(f"{job_path(username, args.job)}/ssh")
+    key, known = ssh_files(username, args.job, info)
+    command = list(args.remote_command)
+    argv = ssh_argv(info, args.task, key, known, command[1:] if command[:1] == ["--"] else command)
+    sys.stdout.flush()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        raise CliError(f"cannot run ssh (OpenSSH's client): {e.strerror}") from None
+    return 0  # not reached
+
+
 # ---- parser ---------------------------------------------------------------------------------
 def _add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", metavar="JOB", type=job_name, help="the job's name (its jobName)")
@@ -350,6 +394,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("stop", help="stop a job (its owner or an admin)")
     _add_job(p)
     p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("ssh", help="ssh into a running task of your job: det pai ssh JOB worker-0 [COMMAND...]")
+    _add_job(p)
+    p.add_argument("task", metavar="TASK", help="<role>-<index>, e.g. worker-0")
+    p.add_argument("remote_command", nargs=argparse.REMAINDER, metavar="COMMAND", help="run this instead of a shell")
+    p.set_defaults(func=cmd_ssh)
 
     p = sub.add_parser("config", help="print the job JSON as submitted (its owner or an admin)")
     _add_job(p)

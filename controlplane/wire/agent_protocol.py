@@ -88,6 +88,8 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # The allocation's SSH key pair (OpenSSH private key) when the gang spans containers: the
     # DeepSpeed and Horovod launchers start other containers' workers over SSH with it.
     ssh_key: str = ""
+    # The host key of a task's own SSH server (an OpenPAI job's tasks): clients pin its public half.
+    ssh_host_key: str = ""
     # The task environment to run in (one of Register.environments), picked from the
     # experiment's environment.image by this agent's slot type.
     environment: str = DEFAULT_ENVIRONMENT

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -126,3 +128,55 @@ def test_the_guides_ps_and_worker_job_succeeds_when_both_workers_do(local_cluste
     # the gang spans both agents
     agents = set(re.findall(r"\S+ agent (\S+)", logs))
     assert len(agents) == 2, logs[-5000:]
+
+
+SSH_JOB = {
+    "jobName": "ssh-job", "image": "default", "taskRoles": [
+        {"name": "worker", "taskNumber": 2, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0,
+         # worker-0 reaches worker-1 by its alias; the remote side expands its own variables
+         "command": "if [ $PAI_TASK_INDEX = 0 ]; then for i in $(seq 1 200); do "
+                    "ssh worker-1 'echo reached-$PAI_CURRENT_TASK_ROLE_NAME-$PAI_TASK_INDEX' && break; sleep 0.3; "
+                    "done; fi; sleep 600"},
+    ],
+}
+
+
+def test_tasks_ssh_to_each_other_by_alias_and_only_the_owner_gets_in(local_cluster, tmp_path):
+    cluster = local_cluster(agents=2, slots=1)
+    job_file = tmp_path / "ssh.json"
+    job_file.write_text(json.dumps(SSH_JOB))
+    cluster.det("pai", "submit", str(job_file))
+    deadline = time.time() + 180
+    while "reached-worker-1" not in (logs := cluster.det("pai", "logs", "ssh-job").stdout):
+        assert time.time() < deadline, logs[-4000:]
+        time.sleep(1)
+    assert "[worker-0] reached-worker-1" in logs
+
+    # the owner, from outside, with the key the master hands only to them
+    out = cluster.det("pai", "ssh", "ssh-job", "worker-1", "--", "echo", "outside-$PAI_TASK_ROLE_NAME-$PAI_TASK_INDEX")
+    assert out.stdout.strip() == "outside-worker-1"
+    key_dir = next((tmp_path / "cluster" / "xdg").rglob("*-ssh-job"))
+    assert oct((key_dir / "id_ed25519").stat().st_mode & 0o777) == "0o600"
+
+    # someone else is refused by the master
+    with httpx.Client(base_url=cluster.url, timeout=30) as api:
+        admin = api.post("/api/v1/auth/login", json={"username": "admin", "password": ""}).json()["token"]
+        r = api.post("/api/v1/users", headers={"Authorization": f"Bearer {admin}"},
+                     json={"user": {"username": "eve", "role": "user"}, "password": "pw-eve-1", "isHashed": False})
+        assert r.status_code == 200, r.text
+        eve = api.post("/api/v1/auth/login", json={"username": "eve", "password": "pw-eve-1"}).json()["token"]
+        r = api.get("/api/v1/user/determined/jobs/ssh-job/ssh", headers={"Authorization": f"Bearer {eve}"})
+        assert r.status_code == 403 and "only the owner of job ssh-job or an admin" in r.json()["message"]
+        assert "PRIVATE KEY" not in r.text
+
+    # a key that is not the job's is refused by the task's SSH server
+    wrong = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    target = next(c for c in json.loads(cluster.det("pai", "describe", "ssh-job", "--json").stdout)
+                  ["taskRoles"]["worker"]["taskStatuses"] if c["taskIndex"] == 1)
+    port = target["containerPorts"]["ssh"]
+    r = subprocess.run(["ssh", "-i", str(wrong), "-p", port, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        f"det@{target['containerIp']}", "echo", "in"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 255 and "in" not in r.stdout.split() and "Permission denied" in r.stderr, r.stderr
+    cluster.det("pai", "stop", "ssh-job")

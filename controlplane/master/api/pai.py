@@ -6,7 +6,9 @@
 - ``GET /api/v1/user/{username}/jobs/{jobName}``: the job and each task's state, address and ports;
 - ``GET .../{jobName}/config``: the submitted JSON (owner or admin: its ``jobEnvs`` may hold secrets);
 - ``PUT .../{jobName}/executionType`` ``{"value": "STOP"}``: stop it (owner or admin);
-- ``GET .../{jobName}/logs``: its tasks' lines, paged by line id (our addition: OpenPAI links to files).
+- ``GET .../{jobName}/logs``: its tasks' lines, paged by line id (our addition: OpenPAI links to files);
+- ``GET .../{jobName}/ssh``: the running tasks' SSH endpoints, the job's key and the host key to pin
+  (owner or admin).
 """
 
 from __future__ import annotations
@@ -90,5 +92,10 @@ async def get_job_logs(request: Request, username: Username, job_name: JobName, 
     return await svc.logs(runtime_of(request), username, job_name, task_role, task_index, after, limit)
 
 
-ROUTES = [submit_job, submit_job_with_code, list_all_jobs, list_user_jobs, get_job, get_job_config,
+@get(f"{JOB}/ssh", operation_id="PaiGetJobSsh", opt=opt(Action.READ_OWN), tags=["pai"])
+async def get_job_ssh(request: Request, username: Username, job_name: JobName) -> svc.SshInfo:
+    return await svc.ssh_info(runtime_of(request), principal_of(request), username, job_name)
+
+
+ROUTES = [get_job_ssh, submit_job, submit_job_with_code, list_all_jobs, list_user_jobs, get_job, get_job_config,
           set_execution_type, get_job_logs]

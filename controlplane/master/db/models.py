@@ -168,6 +168,10 @@ class PaiJob(Base):
     priority: Mapped[int | None] = mapped_column(Integer, nullable=True)
     queue_position: Mapped[float] = mapped_column(Float, default=0.0)
     attempt: Mapped[int] = mapped_column(Integer, default=1)  # 1, then +1 per retry
+    # The job's SSH key pair (its tasks trust it; its owner gets it) and its tasks' host key, OpenSSH
+    # private keys: secrets, never in an answer but the owner's GET .../ssh.
+    ssh_key: Mapped[str] = mapped_column(Text, default="")
+    ssh_host_key: Mapped[str] = mapped_column(Text, default="")
     exit_reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = _ts()
     launched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("controlplane.orchestrator.pai")
 
 GROUP_PREFIX = "pai-job:"
+# Serves the job's SSH and names its tasks for OpenSSH's client, then runs the command with bash.
+WRAPPER = ("python3", "-m", "controlplane.exec.pai_task", "--")
 TASK_TYPE = "PAI"
 
 # (job id, hash of its spec): parsed once; the hash keeps two databases in one process apart.
@@ -141,7 +143,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         })
         command = spec.role(role).command
         orch._send_after_commit(agent_id, wire.StartTask(
-            allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=["bash", "-c", command],
+            allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=[*WRAPPER, command],
+            ssh_key=job.ssh_key, ssh_host_key=job.ssh_host_key,
             env=task_env, slot_ids=list(slots), session_token=token, context_hash=job.code_hash,
             kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[address],
             container_slot_counts=[len(slots)], environment=image_of(job).cpu))

@@ -120,3 +120,11 @@ def new_ssh_key() -> str:
 
     return Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()).decode()
+
+
+def public_key_line(private_key: str) -> str:
+    """``ssh-ed25519 AAAA...`` of an OpenSSH private key (what authorized-keys and known-hosts hold)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_ssh_private_key(private_key.encode(), password=None)
+    return key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()

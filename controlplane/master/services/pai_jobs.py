@@ -28,7 +28,7 @@ from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, PaiJob, TaskLog, User
 from controlplane.master.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound
-from controlplane.master.orchestration import gang, pai_jobs
+from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
@@ -42,6 +42,7 @@ from controlplane.state import pai_job as J
 
 MAX_LOG_PAGE = 5000
 CODE_DIR_DEFAULT = "code"
+SSH_USER = "det"  # any name works: the tasks' SSH servers check only the key
 
 
 class SubmitPaiJobRequest(msgspec.Struct, rename="camel", kw_only=True):
@@ -114,6 +115,24 @@ class JobDetail(msgspec.Struct, rename="camel", kw_only=True):
     name: str
     job_status: JobStatus
     task_roles: dict[str, TaskRoleDetail]
+
+
+class SshContainer(msgspec.Struct, rename="camel", kw_only=True):
+    id: str  # <role>-<index>, the host alias tasks use for each other
+    task_role: str
+    task_index: int
+    ssh_ip: str
+    ssh_port: int
+
+
+class SshInfo(msgspec.Struct, rename="camel", kw_only=True):
+    """What the owner needs to reach the job's running tasks (OpenPAI's ``.../ssh``, with the key inline)."""
+
+    containers: list[SshContainer]
+    user: str
+    private_key: str  # the job's key (OpenSSH format): keep it 0600
+    host_public_key: str  # every task's host key: pin it
+    known_hosts: list[str]  # "[ip]:port ssh-ed25519 ..." per container
 
 
 class LogLine(msgspec.Struct, rename="camel", kw_only=True):
@@ -197,7 +216,8 @@ async def submit(rt: MasterRuntime, user: AuthedUser, username: str, raw: Any,
     _check_pool(rt, job)
     row = PaiJob(name=job.job_name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
                  resource_pool=job.virtual_cluster, job_id=str(uuid.uuid4()), priority=None,
-                 queue_position=time.time(), attempt=1, exit_reason="", created_at=utcnow())
+                 queue_position=time.time(), attempt=1, exit_reason="", created_at=utcnow(),
+                 ssh_key=rendezvous.new_ssh_key(), ssh_host_key=rendezvous.new_ssh_key())
     try:
         async with rt.orchestrator.transaction() as session:
             if await session.scalar(select(PaiJob.id).where(PaiJob.owner_id == user.id, PaiJob.name == job.job_name)):
@@ -336,3 +356,25 @@ async def logs(rt: MasterRuntime, username: str, name: str, role: str | None, in
                    timestamp=(aware(ts).timestamp() if aware(ts) else 0.0), stdtype=stdtype, log=text)
            for row_id, tid, alloc_id, ts, stdtype, text in rows]
     return JobLogs(logs=out, next_after=out[-1].id if out else after)
+
+
+async def ssh_info(rt: MasterRuntime, principal: Principal, username: str, name: str) -> SshInfo:
+    """The running tasks' SSH endpoints and the job's key: its owner's (or an admin's) only."""
+    async with rt.sessions() as session:
+        job, _ = await _job(session, username, name)
+        require_owner(principal, Action.READ_OWN, job.owner_id, f"job {name}")
+        allocs = await pai_jobs.attempt_allocations(session, job)
+    spec = pai_jobs.parsed(job)
+    host_public = rendezvous.public_key_line(job.ssh_host_key)
+    containers = []
+    for alloc in allocs:
+        if alloc.state not in (A.ASSIGNED, A.RUNNING) or alloc.task_role is None:
+            continue
+        entry = gang.resources_of(alloc)[0]
+        port = _ports_by_label(spec.role(alloc.task_role), (entry.get("ports") or {}).get("pai") or []).get("ssh")
+        if port:
+            containers.append(SshContainer(id=f"{alloc.task_role}-{alloc.task_index}", task_role=alloc.task_role,
+                                           task_index=alloc.task_index or 0, ssh_ip=entry.get("address") or "",
+                                           ssh_port=int(port.split(",")[0])))
+    return SshInfo(containers=containers, user=SSH_USER, private_key=job.ssh_key, host_public_key=host_public,
+                   known_hosts=[f"[{c.ssh_ip}]:{c.ssh_port} {host_public}" for c in containers])

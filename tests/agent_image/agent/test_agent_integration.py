@@ -110,7 +110,8 @@ async def test_register_run_logs_and_exit(master: FakeMaster, start_agent: Agent
     assert info["trial"] == {"trial_id": 7, "experiment_id": 3}
     rdv = info["rendezvous"]
     assert rdv == {"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [2]}
-    assert info["ports"] == {"chief_port": 0, "dist_ports": [], "ssh_ports": [], "ssh_key_file": None}
+    assert info["ports"] == {"chief_port": 0, "dist_ports": [], "ssh_ports": [], "ssh_key_file": None,
+                             "ssh_host_key_file": None}
     assert info["resources"] == {"gpu_uuids": []}
     assert "mode 0o600" in by_msg
     # the task directory goes once the allocation has ended; its logs reached the master first

@@ -92,9 +92,13 @@ def test_rendezvous_file_is_determineds_and_the_masters_ports_and_ssh_key_are_be
         "container_addrs": ["10.0.0.1", "10.0.0.2"], "container_rank": 1, "container_slot_counts": [2, 2]}
     assert json.loads((tmp_path / "info/ports.json").read_text()) == {
         "chief_port": 21000, "dist_ports": [21001, 21002], "ssh_ports": [0, 21003],
-        "ssh_key_file": "ssh/id_ed25519"}
+        "ssh_key_file": "ssh/id_ed25519", "ssh_host_key_file": None}
     key_file = tmp_path / "info/ssh/id_ed25519"
     assert key_file.read_text() == key + "\n" and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    write_info_files(tmp_path / "pai", msg(ssh_key=key, ssh_host_key=key.replace("abc", "host")), "http://m", "c", "ag")
+    assert json.loads((tmp_path / "pai/ports.json").read_text())["ssh_host_key_file"] == "ssh/host_ed25519"
+    host_key = tmp_path / "pai/ssh/host_ed25519"  # an OpenPAI task's own SSH server's key: private too
+    assert "host" in host_key.read_text() and stat.S_IMODE(host_key.stat().st_mode) == 0o600
     write_info_files(tmp_path / "single", msg(), "http://m", "c", "ag")
     assert json.loads((tmp_path / "single/ports.json").read_text())["ssh_key_file"] is None
     assert not (tmp_path / "single/ssh").exists()

@@ -74,7 +74,9 @@ async def test_the_guides_job_starts_whole_with_its_pai_environment_and_succeeds
     assert set(by_task) == {("ps_server", 0), ("ps_server", 1), ("worker", 0), ("worker", 1)}
     _, w0 = by_task[("worker", 0)]
     env = w0.env
-    assert w0.entrypoint == ["bash", "-c", "echo $PAI_TASK_ROLE_ps_server_HOST_LIST"]
+    assert w0.entrypoint == ["python3", "-m", "controlplane.exec.pai_task", "--",
+                             "echo $PAI_TASK_ROLE_ps_server_HOST_LIST"]
+    assert w0.ssh_key.startswith("-----BEGIN OPENSSH PRIVATE KEY") and w0.ssh_host_key != w0.ssh_key
     assert len(w0.slot_ids) == 1 and by_task[("ps_server", 0)][1].slot_ids == []
     assert env["PAI_JOB_NAME"] == "tf-dist" and env["PAI_USER_NAME"] == "determined"
     assert env["PAI_TASK_ROLE_LIST"] == "ps_server,worker" and env["batch_size"] == "32"

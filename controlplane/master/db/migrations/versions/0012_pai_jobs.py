@@ -27,6 +27,8 @@ def upgrade() -> None:
         sa.Column("priority", sa.Integer(), nullable=True),
         sa.Column("queue_position", sa.Float(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
+        sa.Column("ssh_key", sa.Text(), nullable=False),
+        sa.Column("ssh_host_key", sa.Text(), nullable=False),
         sa.Column("exit_reason", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("launched_at", sa.DateTime(timezone=True), nullable=True),
