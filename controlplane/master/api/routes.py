@@ -5,6 +5,7 @@ from controlplane.master.api import (
     allocations,
     checkpoint_download,
     checkpoints,
+    commands,
     experiment_changes,
     experiments,
     info,
@@ -50,4 +51,5 @@ ALL = [
     *templates.ROUTES,
     *workspaces.ROUTES,
     *pai.ROUTES,
+    *commands.ROUTES,
 ]

@@ -153,10 +153,16 @@ class Allocation(Base):
 
 
 class PaiJob(Base):
-    """An OpenPAI job (its v1 job JSON); each attempt's tasks are allocations with ``pai_job_id``."""
+    """An OpenPAI job (its v1 job JSON); each attempt's tasks are allocations with ``pai_job_id``.
+
+    Determined's commands, shells, notebooks and TensorBoards are run the same way, as a job of one
+    task whose JSON the master writes (``kind`` says which; ``services/commands.py``)."""
 
     __tablename__ = "pai_jobs"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="pai", server_default="pai")  # or command, shell, ...
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    idle_timeout_s: Mapped[int | None] = mapped_column(Integer, nullable=True)  # notebooks, TensorBoards
     name: Mapped[str] = mapped_column(String(255))  # jobName: unique per user
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.pai_job

@@ -162,8 +162,10 @@ def _parse(raw: dict[str, Any]) -> tuple[pai_spec.PaiJob, list[str]]:
         raise BadRequest("invalid job: " + "; ".join(str(err) for err in e.errors)) from None
 
 
-def _prepare(raw: dict[str, Any], code_files: list[V1File]) -> tuple[pai_spec.PaiJob, list[str], bytes, str]:
-    """CPU work of a submission: run in a worker thread."""
+def prepare(raw: dict[str, Any], code_files: list[V1File],
+            code_at_root: bool = False) -> tuple[pai_spec.PaiJob, list[str], bytes, str]:
+    """CPU work of a submission: run in a worker thread. ``code_at_root``: the files are the working
+    directory itself (a Determined command's context), not a ``codeDir`` copied into it."""
     job, warnings = _parse(raw)
     if job.code_dir and not code_files:
         raise BadRequest("codeDir: the directory must be uploaded with the job: submit it with `det pai submit`, "
@@ -171,7 +173,7 @@ def _prepare(raw: dict[str, Any], code_files: list[V1File]) -> tuple[pai_spec.Pa
     if code_files and not job.code_dir:
         raise BadRequest("codeFiles: given, but the job names no codeDir")
     entries = [msgspec.to_builtins(f) for f in code_files]
-    if job.code_dir:  # OpenPAI copies codeDir into the working directory under its own name
+    if job.code_dir and not code_at_root:  # OpenPAI copies codeDir into the working directory under its own name
         top = PurePosixPath(job.code_dir.rstrip("/")).name or CODE_DIR_DEFAULT
         top = CODE_DIR_DEFAULT if top in (".", "..") else top
         entries = [{"path": top, "type": DIRECTORY, "mode": 0o755}] + [
@@ -185,7 +187,7 @@ def _prepare(raw: dict[str, Any], code_files: list[V1File]) -> tuple[pai_spec.Pa
     return job, warnings, archive, digest
 
 
-def _check_pool(rt: MasterRuntime, job: pai_spec.PaiJob) -> None:
+def check_pool(rt: MasterRuntime, job: pai_spec.PaiJob) -> None:
     if rt.settings.pool(job.virtual_cluster) is None:
         known = ", ".join(sorted(p.name for p in rt.settings.pools))
         raise BadRequest(f"virtualCluster: no resource pool {job.virtual_cluster!r} (pools: {known})")
@@ -212,8 +214,8 @@ async def submit(rt: MasterRuntime, user: AuthedUser, username: str, raw: Any,
         raise Forbidden(f"username: jobs are submitted under one's own name ({user.username}), not {username!r}")
     if not isinstance(raw, dict):
         raise BadRequest(f"request body: the job must be a JSON object, got {type(raw).__name__}")
-    job, warnings, archive, digest = await anyio.to_thread.run_sync(_prepare, raw, list(code_files or []))
-    _check_pool(rt, job)
+    job, warnings, archive, digest = await anyio.to_thread.run_sync(prepare, raw, list(code_files or []))
+    check_pool(rt, job)
     row = PaiJob(name=job.job_name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
                  resource_pool=job.virtual_cluster, job_id=str(uuid.uuid4()), priority=None,
                  queue_position=time.time(), attempt=1, exit_reason="", created_at=utcnow(),
@@ -260,7 +262,7 @@ def _exit_code(job: PaiJob) -> int | None:
 
 async def list_jobs(rt: MasterRuntime, username: str | None, offset: int, limit: int) -> list[JobSummary]:
     async with rt.sessions() as session:
-        q = select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
+        q = select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id).where(PaiJob.kind == "pai")
         if username:
             q = q.where(User.username == username)
         rows = (await session.execute(q.order_by(PaiJob.id.desc()).offset(offset).limit(limit))).all()
@@ -293,7 +295,7 @@ async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
                 task_index=i, task_state=_task_state(alloc, job),
                 container_id=alloc.id if alloc is not None and alloc.state != A.PENDING else None,
                 container_ip=entry.get("address"),
-                container_ports=_ports_by_label(role, (entry.get("ports") or {}).get("pai") or []),
+                container_ports=ports_by_label(role, (entry.get("ports") or {}).get("pai") or []),
                 container_gpus=role.gpu_number,
                 container_exit_code=alloc.exit_code if alloc is not None else None,
                 container_exit_diagnostics=(alloc.exit_reason or "") if alloc is not None else ""))
@@ -307,7 +309,7 @@ async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
     return JobDetail(name=job.name, job_status=status, task_roles=roles)
 
 
-def _ports_by_label(role: pai_spec.TaskRole, flat: list[int]) -> dict[str, str]:
+def ports_by_label(role: pai_spec.TaskRole, flat: list[int]) -> dict[str, str]:
     """The task's booked ports (stored flat, in the role's port order) by label, as "p1,p2"."""
     out: dict[str, str] = {}
     at = 0
@@ -371,7 +373,7 @@ async def ssh_info(rt: MasterRuntime, principal: Principal, username: str, name:
         if alloc.state not in (A.ASSIGNED, A.RUNNING) or alloc.task_role is None:
             continue
         entry = gang.resources_of(alloc)[0]
-        port = _ports_by_label(spec.role(alloc.task_role), (entry.get("ports") or {}).get("pai") or []).get("ssh")
+        port = ports_by_label(spec.role(alloc.task_role), (entry.get("ports") or {}).get("pai") or []).get("ssh")
         if port:
             containers.append(SshContainer(id=f"{alloc.task_role}-{alloc.task_index}", task_role=alloc.task_role,
                                            task_index=alloc.task_index or 0, ssh_ip=entry.get("address") or "",

@@ -1,4 +1,4 @@
-"""OpenPAI jobs: their table, and the job, role and index of the allocations that run their tasks
+"""OpenPAI jobs, and commands, shells and notebooks run as one-task jobs; the job, role and index of tasks
 
 Revision ID: 0012
 Revises: 0011
@@ -16,6 +16,9 @@ def upgrade() -> None:
     op.create_table(
         "pai_jobs",
         sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False, server_default="pai"),
+        sa.Column("description", sa.Text(), nullable=False, server_default=""),
+        sa.Column("idle_timeout_s", sa.Integer(), nullable=True),
         sa.Column("name", sa.String(length=255), nullable=False),
         sa.Column("owner_id", sa.Integer(), nullable=False),
         sa.Column("state", sa.String(length=32), nullable=False),

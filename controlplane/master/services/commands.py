@@ -1,0 +1,233 @@
+"""Determined's commands, shells and notebooks: each runs as a one-task job of the OpenPAI machinery.
+
+A launch's config (Determined's command config: ``entrypoint``, ``description``, ``resources.slots``
+and ``resource_pool``, ``environment.image`` and ``environment_variables``, ``idle_timeout``) becomes
+the job JSON of one role named after its kind, whose command the master writes:
+
+- a command runs its ``entrypoint`` to completion with its logs;
+- a shell waits; its task's SSH server (every job task has one) is what the owner opens;
+- a notebook runs JupyterLab from the task environment at ``/proxy/<id>/``, reached through the
+  master's proxy with the user's auth, and is stopped after ``idle_timeout`` without traffic.
+
+Their ids are their job-queue ids (UUIDs, as Determined's task ids are). Answers carry Determined's
+``v1Command``/``v1Shell``/``v1Notebook`` fields; a shell's key reaches only its owner (or an admin).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import uuid
+from typing import Any
+
+import anyio
+import msgspec
+from sqlalchemy import func, select
+
+from controlplane.common.timeutil import iso, utcnow
+from controlplane.config.errors import ConfigError
+from controlplane.config.limits import Limits, check_plain
+from controlplane.master.authz import Action, allows, require_owner
+from controlplane.master.db.models import Allocation, PaiJob, User
+from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.orchestration import gang, pai_jobs, rendezvous
+from controlplane.master.orchestration.transitions import record_initial
+from controlplane.master.principals import AuthedUser, Principal
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import pai_jobs as pai_svc
+from controlplane.master.services.experiment_requests import V1File
+from controlplane.master.settings import parse_duration
+from controlplane.state import allocation as A
+from controlplane.state import pai_job as J
+
+KINDS = ("command", "shell", "notebook")
+DEFAULT_NOTEBOOK_IDLE_S = 30 * 60
+MAX_CONFIG_BYTES = 256 * 1024
+NOTEBOOK_PATH = "lab"
+MAX_ENTRYPOINT = 64 * 1024
+
+
+class LaunchRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1LaunchCommandRequest`` / ``v1LaunchShellRequest`` / ``v1LaunchNotebookRequest``."""
+
+    config: dict[str, Any] = {}
+    files: list[V1File] = []
+    template_name: str | None = None
+
+
+def _config(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields this master uses, checked; unknown Determined fields are ignored as Determined's
+    agents would ignore them here (bind mounts, ports, ...)."""
+    try:
+        check_plain(raw, Limits(max_bytes=MAX_CONFIG_BYTES, max_depth=16))
+    except ConfigError as e:
+        raise BadRequest(f"invalid config: {e}") from None
+    entry = raw.get("entrypoint")
+    if kind == "command":
+        if isinstance(entry, list) and entry and all(isinstance(a, str) for a in entry):
+            command = shlex.join(entry)
+        elif isinstance(entry, str) and entry.strip():
+            command = entry
+        else:
+            raise BadRequest("invalid config: entrypoint: required, a command string or a list of strings")
+        if len(command) > MAX_ENTRYPOINT or "\x00" in command:
+            raise BadRequest(f"invalid config: entrypoint: at most {MAX_ENTRYPOINT} characters, no NUL")
+    else:
+        command = ""
+    resources = raw.get("resources") or {}
+    env = raw.get("environment") or {}
+    if not isinstance(resources, dict):
+        raise BadRequest("invalid config: resources: must be a map")
+    if not isinstance(env, dict):
+        raise BadRequest("invalid config: environment: must be a map")
+    slots = resources.get("slots", 1)
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 0 <= slots <= 1024:
+        raise BadRequest(f"invalid config: resources.slots: an integer from 0 to 1024, got {slots!r}")
+    pool = resources.get("resource_pool") or "default"
+    if not isinstance(pool, str) or len(pool) > 128:
+        raise BadRequest("invalid config: resources.resource_pool: a pool name")
+    image = env.get("image") or "default"
+    if isinstance(image, dict):  # {cpu, cuda}: this cluster's environments are named alike per device
+        image = image.get("cuda" if slots else "cpu") or image.get("cpu") or "default"
+    if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
+        raise BadRequest(f"invalid config: environment.image: an environment name, got {image!r}")
+    variables: dict[str, str] = {}
+    for i, item in enumerate(env.get("environment_variables") or []):
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.isidentifier() or key.startswith("PAI_"):
+            raise BadRequest(f"invalid config: environment.environment_variables[{i}]: NAME=VALUE with a shell "
+                             f"variable name (not PAI_*), got {item!r}")
+        variables[key] = value
+    description = raw.get("description") or ""
+    if not isinstance(description, str) or len(description) > 1024:
+        raise BadRequest("invalid config: description: a string of at most 1024 characters")
+    idle = raw.get("idle_timeout")
+    try:
+        idle_s = int(parse_duration(idle, "idle_timeout")) if idle is not None else None
+    except ValueError as e:
+        raise BadRequest(f"invalid config: {e}") from None
+    return {"command": command, "slots": slots, "pool": pool, "image": image, "env": variables,
+            "description": description, "idle_s": idle_s}
+
+
+def _task_command(kind: str, cfg: dict[str, Any], job_id: str) -> str:
+    if kind == "command":
+        return cfg["command"]
+    if kind == "shell":
+        return "exec sleep infinity"  # the task's SSH server is the shell; it runs until killed
+    return ("exec python3 -m jupyterlab --no-browser --ip 0.0.0.0 --port \"$PAI_CONTAINER_HOST_http_PORT_LIST\" "
+            f"--ServerApp.base_url=/proxy/{job_id}/ --IdentityProvider.token= --ServerApp.password= "
+            "--ServerApp.allow_remote_access=True --ServerApp.disable_check_xsrf=False")
+
+
+def job_json(kind: str, name: str, cfg: dict[str, Any], job_id: str, code: bool) -> dict[str, Any]:
+    """The one-task OpenPAI job a launch runs as."""
+    out: dict[str, Any] = {
+        "jobName": name, "image": cfg["image"], "virtualCluster": cfg["pool"],
+        "taskRoles": [{"name": kind, "taskNumber": 1, "cpuNumber": 1, "memoryMB": 1024,
+                       "gpuNumber": cfg["slots"], "command": _task_command(kind, cfg, job_id)}],
+        "jobEnvs": dict(cfg["env"]),
+    }
+    if code:
+        out["codeDir"] = "."
+    return out
+
+
+async def launch(rt: MasterRuntime, user: AuthedUser, kind: str, body: LaunchRequest) -> dict[str, Any]:
+    cfg = _config(kind, body.config)
+    job_id = str(uuid.uuid4())
+    name = f"{kind}-{job_id}"
+    raw = job_json(kind, name, cfg, job_id, bool(body.files))
+    job, _, archive, digest = await anyio.to_thread.run_sync(pai_svc.prepare, raw, list(body.files), True)
+    pai_svc.check_pool(rt, job)
+    idle = cfg["idle_s"] if cfg["idle_s"] is not None else (DEFAULT_NOTEBOOK_IDLE_S if kind == "notebook" else None)
+    row = PaiJob(kind=kind, description=cfg["description"] or f"{kind.capitalize()} ({name})", idle_timeout_s=idle,
+                 name=name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
+                 resource_pool=cfg["pool"], job_id=job_id, priority=None, queue_position=time.time(), attempt=1,
+                 exit_reason="", created_at=utcnow(), ssh_key=rendezvous.new_ssh_key(),
+                 ssh_host_key=rendezvous.new_ssh_key())
+    async with rt.orchestrator.transaction() as session:
+        session.add(row)
+        await session.flush()
+        record_initial(session, row, f"{kind} launched")
+        pai_jobs.queue_attempt(session, row, "launched")
+    rt.orchestrator.wake()
+    return await get(rt, user, kind, job_id)
+
+
+def _state(job: PaiJob, alloc: Allocation | None) -> str:
+    if J.PAI_JOB.is_terminal(job.state):
+        return "STATE_TERMINATED"
+    if alloc is None or alloc.state == A.PENDING:
+        return "STATE_QUEUED"
+    return "STATE_RUNNING" if alloc.state == A.RUNNING else "STATE_STARTING"
+
+
+def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Principal) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": job.job_id, "description": job.description, "state": _state(job, alloc), "container": None,
+        "username": username, "userId": job.owner_id, "displayName": username, "resourcePool": job.resource_pool,
+        "exitStatus": job.exit_reason or "", "jobId": job.job_id, "workspaceId": 1,
+        "startTime": iso(job.created_at), "taskId": alloc.task_id if alloc is not None else "",
+        "allocationId": alloc.id if alloc is not None else "",
+        "exitCode": alloc.exit_code if alloc is not None and alloc.state == A.TERMINATED else None,
+    }
+    entry = (gang.resources_of(alloc) or [{}])[0] if alloc is not None else {}
+    if job.kind == "notebook":
+        out["serviceAddress"] = f"/proxy/{job.job_id}/{NOTEBOOK_PATH}"
+    if job.kind == "shell":
+        spec = pai_jobs.parsed(job)
+        ports = pai_svc.ports_by_label(spec.task_roles[0], (entry.get("ports") or {}).get("pai") or [])
+        out["addresses"] = ([{"hostIp": entry.get("address"), "hostPort": int(ports["ssh"].split(",")[0])}]
+                            if ports.get("ssh") else [])
+        out["hostPublicKey"] = rendezvous.public_key_line(job.ssh_host_key)
+        if allows(principal, Action.READ_OWN, job.owner_id):
+            out["privateKey"] = job.ssh_key
+            out["publicKey"] = rendezvous.public_key_line(job.ssh_key)
+    return out
+
+
+async def _load(rt: MasterRuntime, kind: str, job_id: str) -> tuple[PaiJob, str, Allocation | None]:
+    async with rt.sessions() as session:
+        row = (await session.execute(select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
+                                     .where(PaiJob.job_id == job_id, PaiJob.kind == kind))).first()
+        if row is None:
+            raise NotFound(f"{kind} {job_id} not found")
+        allocs = await pai_jobs.attempt_allocations(session, row[0])
+    return row[0], row[1], (allocs[0] if allocs else None)
+
+
+async def get(rt: MasterRuntime, principal: Principal, kind: str, job_id: str) -> dict[str, Any]:
+    job, username, alloc = await _load(rt, kind, job_id)
+    return _answer(job, username, alloc, principal)
+
+
+async def list_kind(rt: MasterRuntime, principal: Principal, kind: str, offset: int, limit: int) -> dict[str, Any]:
+    async with rt.sessions() as session:
+        total = int(await session.scalar(select(func.count()).select_from(PaiJob).where(PaiJob.kind == kind)) or 0)
+        rows = (await session.execute(select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
+                                      .where(PaiJob.kind == kind).order_by(PaiJob.id.desc())
+                                      .offset(offset).limit(limit))).all()
+        out = []
+        for job, username in rows:
+            allocs = await pai_jobs.attempt_allocations(session, job)
+            out.append(_answer(job, username, allocs[0] if allocs else None, principal))
+    return {f"{kind}s": out, "pagination": {"offset": offset, "limit": limit, "startIndex": offset,
+                                            "endIndex": offset + len(out), "total": total}}
+
+
+async def kill(rt: MasterRuntime, principal: Principal, kind: str, job_id: str) -> dict[str, Any]:
+    async with rt.orchestrator.transaction() as session:
+        job = await session.scalar(select(PaiJob).where(PaiJob.job_id == job_id, PaiJob.kind == kind))
+        if job is None:
+            raise NotFound(f"{kind} {job_id} not found")
+        require_owner(principal, Action.EDIT, job.owner_id, f"{kind} {job_id}")
+        who = principal.username if isinstance(principal, AuthedUser) else "a task"
+        await pai_jobs.stop(rt.orchestrator, session, job, who)
+    rt.orchestrator.wake()
+    return await get(rt, principal, kind, job_id)
+
+
+async def logs(rt: MasterRuntime, kind: str, job_id: str, after: int, limit: int) -> pai_svc.JobLogs:
+    job, username, _ = await _load(rt, kind, job_id)
+    return await pai_svc.logs(rt, username, job.name, None, None, after, limit)
