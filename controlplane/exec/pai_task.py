@@ -8,7 +8,10 @@
   ssh port, from ``PAI_HOST_IP_*`` and ``PAI_PORT_LIST_*_ssh``), with the job's key as identity and
   the job's host key pinned, and puts ``ssh`` and ``scp`` shims first on ``PATH`` that use it: OpenSSH
   finds ``~/.ssh`` through the passwd entry, which a sandboxed task's user has no writable one of;
-- runs ``bash -c COMMAND`` and exits with its code; SIGTERM and SIGINT are passed on to it.
+- runs ``bash -c COMMAND`` and exits with its code; SIGTERM and SIGINT are passed on to it. With
+  ``DET_TASK_MEMORY_LIMIT_MB`` (an OpenPAI role's ``memoryMB``) the command's data segment, which on
+  Linux counts every private anonymous mapping, is capped there (``RLIMIT_DATA``): an allocation past
+  it fails in the task (Python raises MemoryError) instead of the agent's machine swapping.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -23,6 +27,7 @@ import sys
 from pathlib import Path
 
 SSH_DIR_NAME = "pai-ssh"
+MEMORY_LIMIT_ENV = "DET_TASK_MEMORY_LIMIT_MB"
 
 
 def _info_dir() -> Path:
@@ -98,7 +103,14 @@ async def _run(command: str) -> int:
         if port.isdigit():
             server = await task_sshd.serve(int(port), host_key_file, key_file, env)
             print(f"pai_task: serving SSH on port {port}", file=sys.stderr, flush=True)
-    proc = await asyncio.create_subprocess_exec("bash", "-c", command, env=env)
+    limit_mb = env.get(MEMORY_LIMIT_ENV, "")
+    limit = int(limit_mb) * 1024 * 1024 if limit_mb.isdigit() and int(limit_mb) > 0 else None
+
+    def cap_memory() -> None:
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    proc = await asyncio.create_subprocess_exec("bash", "-c", command, env=env, preexec_fn=cap_memory)
     loop = asyncio.get_running_loop()
 
     def forward(sig: int) -> None:

@@ -14,7 +14,7 @@ from litestar.response import Redirect
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
-from controlplane.master.api import docs, routes
+from controlplane.master.api import docs, routes, task_proxy
 from controlplane.master.api.auth_guard import authorize_route
 from controlplane.master.db.engine import make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
@@ -181,6 +181,7 @@ def create_app(settings: MasterSettings) -> Litestar:
         try:
             yield
         finally:
+            await task_proxy.close_client(app)
             await stop_runtime(rt)
 
     app = Litestar(

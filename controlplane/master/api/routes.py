@@ -14,6 +14,7 @@ from controlplane.master.api import (
     metrics,
     models,
     pai,
+    task_proxy,
     tasks,
     templates,
     trial_metrics,
@@ -52,4 +53,5 @@ ALL = [
     *workspaces.ROUTES,
     *pai.ROUTES,
     *commands.ROUTES,
+    *task_proxy.ROUTES,
 ]

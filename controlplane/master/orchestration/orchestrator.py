@@ -113,6 +113,7 @@ class Orchestrator:
             await self._reap_lost_agents(session)
             await self._reap_orphans(session)
             await self._enforce_preemption_timeouts(session)
+            await pai_jobs.reap_idle(self, session)
             await self._schedule(session)
 
     # ---- transactions and outgoing messages -------------------------------------------------

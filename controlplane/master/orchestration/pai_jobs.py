@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from controlplane.common.timeutil import utcnow
+from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Allocation, PaiJob, User
 from controlplane.master.orchestration import gang, lifecycle, rendezvous
 from controlplane.master.orchestration.transitions import move, record_initial
+from controlplane.master.services import task_proxy
 from controlplane.master.services.auth import token_hash
 from controlplane.pai import completion, env, ports
 from controlplane.pai import spec as pai_spec
@@ -38,6 +40,7 @@ log = logging.getLogger("controlplane.orchestrator.pai")
 GROUP_PREFIX = "pai-job:"
 # Serves the job's SSH and names its tasks for OpenSSH's client, then runs the command with bash.
 WRAPPER = ("python3", "-m", "controlplane.exec.pai_task", "--")
+MEMORY_LIMIT_ENV = "DET_TASK_MEMORY_LIMIT_MB"  # read by the wrapper: RLIMIT_DATA of the command
 TASK_TYPE = "PAI"
 
 # (job id, hash of its spec): parsed once; the hash keeps two databases in one process apart.
@@ -141,6 +144,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
             "DET_SESSION_TOKEN": token, "DET_RESOURCES_ID": alloc.id, "DET_USER": owner, "DET_TASK_TYPE": TASK_TYPE,
             "PAI_JOB_ATTEMPT_ID": str(job.attempt - 1),
         })
+        if job.kind == "pai":  # a role's memoryMB is its tasks' limit (commands and shells have none)
+            task_env[MEMORY_LIMIT_ENV] = str(spec.role(role).memory_mb)
         command = spec.role(role).command
         orch._send_after_commit(agent_id, wire.StartTask(
             allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=[*WRAPPER, command],
@@ -212,9 +217,35 @@ def _finish(session: AsyncSession, job: PaiJob, state: str, reason: str) -> None
     job.completed_at = utcnow()
 
 
-async def stop(orch: Orchestrator, session: AsyncSession, job: PaiJob, who: str) -> None:
-    """A user's STOP: every task of the attempt is stopped, the job is STOPPED."""
+async def stop(orch: Orchestrator, session: AsyncSession, job: PaiJob, who: str, why: str = "") -> None:
+    """A user's STOP (or the idle timeout's): every task of the attempt is stopped, the job is STOPPED."""
     if J.PAI_JOB.is_terminal(job.state):
         return
-    _stop_live(orch, session, await attempt_allocations(session, job), f"job {job.name} stopped by {who}")
-    _finish(session, job, J.STOPPED, f"stopped by {who}")
+    reason = why or f"stopped by {who}"
+    _stop_live(orch, session, await attempt_allocations(session, job), f"job {job.name}: {reason}")
+    _finish(session, job, J.STOPPED, reason)
+
+
+IDLE_CHECK_S = 5.0
+_idle_checked = {"at": 0.0}
+
+
+async def reap_idle(orch: Orchestrator, session: AsyncSession) -> None:
+    """Stops notebooks that nobody used through the master's proxy for their ``idle_timeout``
+    (never used: counted from their launch). Looked at every few seconds, not every tick."""
+    now = time.monotonic()
+    if now - _idle_checked["at"] < IDLE_CHECK_S:
+        return
+    _idle_checked["at"] = now
+    rows = (await session.scalars(select(PaiJob).where(
+        PaiJob.kind == "notebook", PaiJob.state == J.RUNNING, PaiJob.idle_timeout_s.is_not(None)))).all()
+    for job in rows:
+        idle = task_proxy.idle_for(job.job_id)
+        if idle is None:
+            launched = aware(job.launched_at)
+            idle = (utcnow() - launched).total_seconds() if launched is not None else 0.0
+        if job.idle_timeout_s is not None and idle > job.idle_timeout_s:
+            log.info("notebook %s idle for %.0fs: stopping it", job.job_id, idle)
+            await stop(orch, session, job, "the idle timeout",
+                       f"idle for {idle:.0f}s (idle_timeout {job.idle_timeout_s}s)")
+            task_proxy.forget(job.job_id)

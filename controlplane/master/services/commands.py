@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import msgspec
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import iso, utcnow
 from controlplane.config.errors import ConfigError
@@ -35,6 +36,7 @@ from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import pai_jobs as pai_svc
+from controlplane.master.services import task_proxy
 from controlplane.master.services.experiment_requests import V1File
 from controlplane.master.settings import parse_duration
 from controlplane.state import allocation as A
@@ -231,3 +233,20 @@ async def kill(rt: MasterRuntime, principal: Principal, kind: str, job_id: str) 
 async def logs(rt: MasterRuntime, kind: str, job_id: str, after: int, limit: int) -> pai_svc.JobLogs:
     job, username, _ = await _load(rt, kind, job_id)
     return await pai_svc.logs(rt, username, job.name, None, None, after, limit)
+
+
+@task_proxy.register_resolver
+async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.ProxyTarget | None:
+    """A running notebook's JupyterLab, which serves under ``/proxy/<id>/`` itself."""
+    job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind == "notebook"))
+    if job is None or J.PAI_JOB.is_terminal(job.state):
+        return None
+    allocs = await pai_jobs.attempt_allocations(session, job)
+    if not allocs or allocs[0].state not in (A.ASSIGNED, A.RUNNING):
+        return None
+    entry = gang.resources_of(allocs[0])[0]
+    http = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], (entry.get("ports") or {}).get("pai") or [])
+    if not http.get("http"):
+        return None
+    return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.get("address") or "127.0.0.1",
+                                  port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}")

@@ -42,6 +42,7 @@ from controlplane.state import pai_job as J
 
 MAX_LOG_PAGE = 5000
 CODE_DIR_DEFAULT = "code"
+MEMORY_ENFORCEMENT = "RLIMIT_DATA of each task's command at its role's memoryMB (shmMB is not enforced)"
 SSH_USER = "det"  # any name works: the tasks' SSH servers check only the key
 
 
@@ -109,6 +110,7 @@ class JobStatus(msgspec.Struct, rename="camel", kw_only=True):
     app_exit_diagnostics: str
     virtual_cluster: str
     memory_enforced: bool
+    memory_enforcement: str  # how memoryMB is enforced, "" where it is not
 
 
 class JobDetail(msgspec.Struct, rename="camel", kw_only=True):
@@ -305,7 +307,8 @@ async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
         username=owner, state=job.state, sub_state=s.sub_state, execution_type=s.execution_type, retries=s.retries,
         created_time=s.created_time, completed_time=s.completed_time, app_launched_time=_ms(job.launched_at),
         app_completed_time=_ms(job.completed_at), app_exit_code=s.app_exit_code,
-        app_exit_diagnostics=job.exit_reason or "", virtual_cluster=job.resource_pool, memory_enforced=False)
+        app_exit_diagnostics=job.exit_reason or "", virtual_cluster=job.resource_pool,
+        memory_enforced=job.kind == "pai", memory_enforcement=MEMORY_ENFORCEMENT if job.kind == "pai" else "")
     return JobDetail(name=job.name, job_status=status, task_roles=roles)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
@@ -42,6 +42,18 @@ def cookie_token(connection: ASGIConnection) -> str | None:
 def csrf_ok(connection: ASGIConnection, session_token: str, form_value: str | None = None) -> bool:
     sent = connection.headers.get(CSRF_HEADER) or form_value or ""
     return hmac.compare_digest(sent, csrf_token(session_token))
+
+
+def proxied_same_origin(connection: ASGIConnection) -> bool:
+    """A request to a task behind ``/proxy/`` (a notebook's own JavaScript, which cannot send the
+    CSRF header) made from the master's origin: browsers put ``Origin`` (or ``Sec-Fetch-Site``) on
+    every state-changing request and pages cannot forge it, so it proves the same origin."""
+    if not connection.url.path.startswith("/proxy/"):
+        return False
+    origin = connection.headers.get("origin")
+    if origin:
+        return urlsplit(origin).netloc == connection.headers.get("host", "")
+    return connection.headers.get("sec-fetch-site") == "same-origin"
 
 
 def is_page(connection: ASGIConnection) -> bool:

@@ -73,3 +73,26 @@ async def test_a_notebook_runs_jupyterlab_under_its_proxy_path(api):
     assert isinstance(start, wire.StartTask)
     assert "jupyterlab" in start.entrypoint[-1] and f"--ServerApp.base_url=/proxy/{nb['id']}/" in start.entrypoint[-1]
     assert (await api.get("/api/v1/notebooks/00000000-0000-0000-0000-000000000000")).status_code == 404
+
+
+async def test_a_notebook_nobody_uses_past_its_idle_timeout_is_stopped(api, monkeypatch):
+    import time
+
+    from controlplane.master.orchestration import pai_jobs
+    from controlplane.master.services import task_proxy
+
+    monkeypatch.setattr(pai_jobs, "IDLE_CHECK_S", 0.0)
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    nb = (await api.post("/api/v1/notebooks", json={"config": {"idle_timeout": "10m"}})).json()["notebook"]
+    start = await agent.next_message()
+    await agent.start(start)
+    task_proxy.touch(nb["id"], time.monotonic() - 60)  # used a minute ago: kept
+    await api.rt.orchestrator.tick()
+    assert agent.conn.outbox.empty()
+    task_proxy.touch(nb["id"], time.monotonic() - 3600)  # last used an hour ago
+    kill = await agent.next_message()
+    assert isinstance(kill, wire.KillTask) and kill.allocation_id == start.allocation_id
+    await agent.exit(start.allocation_id, 143)
+    done = (await api.get(f"/api/v1/notebooks/{nb['id']}")).json()["notebook"]
+    assert done["state"] == "STATE_TERMINATED" and "idle_timeout 600s" in done["exitStatus"]

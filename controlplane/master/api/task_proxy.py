@@ -1,0 +1,437 @@
+"""``/proxy/{task_id}/...``: the master passes HTTP and WebSocket traffic to a task's web server
+(a notebook, a TensorBoard), as Determined's master does, with the user's own sign-in.
+
+Who may: the task's owner or an admin (``authz.require_owner`` with ``Action.EDIT``: using a
+notebook runs code as its owner, so it is changing the task, not reading it; viewers and task
+tokens never pass). Where to: ``services.task_proxy.resolve`` asks the resolvers that kinds of
+tasks register.
+
+HTTP, every method: the guard authenticates as for any route (``Authorization: Bearer``, or in a
+browser the web UI's session cookie, with its CSRF header on requests that change state) with
+the role part of ``Action.VIEW``; the handler resolves the task and checks the owner. The request
+goes on with its method, path (the target's ``base_path`` + what follows ``/proxy/{task_id}``,
+percent-encoding untouched), query string, headers and body (at most 64 MiB, streamed); the
+answer comes back streamed with its status and headers. What the master never passes on:
+hop-by-hop headers, ``Authorization``, the session cookie (other cookies go through), the CSRF
+and allocation-token headers, and a ``Set-Cookie`` from the task naming the session cookie.
+A task that cannot be reached answers 502 naming the task; one that does not answer in time, 504.
+``/proxy/{task_id}`` (no slash) redirects to ``/proxy/{task_id}/``, where relative links work.
+
+WebSocket (``ws://master/proxy/{task_id}/...``): the handler authenticates itself (the guard's
+CSRF rule cannot hold for a browser's WebSocket, which sends no custom header), with, in order,
+``Authorization: Bearer``, a ``token`` query parameter (for clients that cannot set headers;
+always removed from what the task sees), or the session cookie, which must come from a page of
+this master (its ``Origin`` names the ``Host`` the socket was opened on). A refusal accepts and
+closes at once with 4000 + the HTTP status (4401, 4403, 4404; 4502/4504 when the task cannot be
+reached) and the message as the reason. Then frames go both ways, text as text and binary as
+binary, until either side closes; the other is closed with the same code.
+
+The proxied answers are the task's own: the master adds none of its headers (its web UI pages set
+their Content-Security-Policy per page, not globally, so a notebook keeps its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import httpx
+from litestar import Litestar, Request, Response, WebSocket, route, websocket
+from litestar.background_tasks import BackgroundTask
+from litestar.enums import HttpMethod
+from litestar.response import Redirect, Stream
+from litestar.response.base import ASGIResponse
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Subprotocol
+
+from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of
+from controlplane.master.authz import Action, opt, require_owner
+from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
+from controlplane.master.principals import AuthedUser
+from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import task_proxy as svc
+from controlplane.master.services.auth import token_hash, user_for_token
+from controlplane.master.services.token_cache import USER_TOKENS
+from controlplane.master.webui import session as webui_session
+
+log = logging.getLogger("controlplane.master.task_proxy")
+
+PATHS = ["/proxy/{task_id:str}", "/proxy/{task_id:str}/{path:path}"]
+HTTP_METHODS = [HttpMethod.GET, HttpMethod.HEAD, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH,
+                HttpMethod.DELETE, HttpMethod.OPTIONS]
+MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 300.0  # for the task's answer to start, and between two chunks of it
+TOKEN_PARAM = "token"  # a WebSocket's bearer token, for clients that cannot set headers
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
+# The master's credentials: a task never sees them.
+MASTER_HEADERS = frozenset({"authorization", webui_session.CSRF_HEADER, ALLOCATION_HEADER})
+# What the WebSocket client sets itself for its own handshake, or must not pass on.
+SOCKET_HEADERS = frozenset({"host", "origin", "content-length", "sec-websocket-key", "sec-websocket-version",
+                            "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept"})
+
+CLIENT_KEY = "task_proxy_client"
+
+
+class BadGateway(ApiError):
+    status = 502
+
+
+class GatewayTimeout(ApiError):
+    status = 504
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+# ---- the HTTP client -------------------------------------------------------------------------
+def client_for(app: Litestar) -> httpx.AsyncClient:
+    """One client (and connection pool) per app, made on first use."""
+    client = app.state.get(CLIENT_KEY)
+    if client is None or client.is_closed:
+        # trust_env=False: a task is on the cluster's own network, never behind HTTP_PROXY.
+        client = httpx.AsyncClient(follow_redirects=False, trust_env=False,
+                                   limits=httpx.Limits(max_connections=256, max_keepalive_connections=32))
+        app.state[CLIENT_KEY] = client
+    return client
+
+
+async def close_client(app: Litestar) -> None:
+    """Close the app's proxy client, if it made one (for whoever ends the app)."""
+    client = app.state.get(CLIENT_KEY)
+    if client is not None:
+        app.state[CLIENT_KEY] = None
+        await client.aclose()
+
+
+# ---- paths and headers -----------------------------------------------------------------------
+def split_path(scope: Any, task_id: str) -> tuple[str, str | None]:
+    """(the task id as the client wrote it, the raw path after it, or None with no slash after it).
+    The raw path keeps the client's percent-encoding (``%2F`` stays ``%2F``)."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes | bytearray):
+        text = bytes(raw).decode("latin-1")
+        if text.startswith("/proxy/"):
+            segment, slash, rest = text[len("/proxy/"):].partition("/")
+            return segment, ("/" + rest) if slash else None
+    # No raw path from the server: Litestar's path has lost a trailing slash, so never redirect.
+    path: str = scope.get("path_params", {}).get("path") or "/"
+    return quote(task_id, safe=""), quote(path, safe="/:@!$&'()*+,;=~-._")
+
+
+def connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
+    """Headers a ``Connection`` header names: hop-by-hop for this connection only."""
+    out: set[str] = set()
+    for name, value in headers:
+        if name.lower() == "connection":
+            out.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return out
+
+
+def without_master_cookie(value: str) -> str:
+    """A ``Cookie`` header less the master's session cookie."""
+    kept = [c for c in value.split(";") if c.strip() and c.split("=", 1)[0].strip() != webui_session.COOKIE]
+    return "; ".join(c.strip() for c in kept)
+
+
+def forwarded_headers(raw: Iterable[tuple[bytes, bytes]], *, client: str | None, scheme: str,
+                      drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """The request's headers as the task gets them (see the module docstring), with
+    ``X-Forwarded-For/-Host/-Proto`` added."""
+    items = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+    skip = HOP_BY_HOP | MASTER_HEADERS | drop | connection_tokens(items) | {"x-forwarded-host", "x-forwarded-proto"}
+    out: list[tuple[str, str]] = []
+    forwarded_for: list[str] = []
+    host = ""
+    for name, value in items:
+        low = name.lower()
+        if low == "host":
+            host = value
+        if low in skip:
+            continue
+        if low == "cookie":
+            value = without_master_cookie(value)
+            if not value:
+                continue
+        if low == "x-forwarded-for":
+            forwarded_for.append(value)
+            continue
+        out.append((name, value))
+    if client:
+        forwarded_for.append(client)
+    if forwarded_for:
+        out.append(("X-Forwarded-For", ", ".join(forwarded_for)))
+    if host:
+        out.append(("X-Forwarded-Host", host))
+    out.append(("X-Forwarded-Proto", scheme))
+    return out
+
+
+def answer_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """The task's answer headers as the client gets them: no hop-by-hop headers, and no cookie
+    that would replace the master's session."""
+    items = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+    skip = HOP_BY_HOP | connection_tokens(items)
+    out = []
+    for name, value in items:
+        low = name.lower()
+        if low in skip:
+            continue
+        if low == "set-cookie" and value.split("=", 1)[0].strip() == webui_session.COOKIE:
+            continue
+        out.append((name, value))
+    return out
+
+
+# ---- HTTP ------------------------------------------------------------------------------------
+class ProxiedStream(Stream):
+    """A streamed answer whose headers are the task's, repeated ones (``Set-Cookie``) included,
+    and no ``Content-Type`` the task did not send."""
+
+    def __init__(self, content: AsyncIterator[bytes], *, raw_headers: list[tuple[str, str]], status_code: int,
+                 background: BackgroundTask) -> None:
+        content_type = next((v for k, v in raw_headers if k.lower() == "content-type"), None)
+        super().__init__(content, status_code=status_code, media_type=content_type, background=background)
+        self.raw_headers = [(k, v) for k, v in raw_headers if k.lower() != "content-type"]
+        self.has_content_type = content_type is not None
+
+    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIResponse:
+        response = super().to_asgi_response(*args, **kwargs)
+        if not self.has_content_type and "content-type" in response.headers:
+            del response.headers["content-type"]
+        for name, value in self.raw_headers:
+            response.headers.add(name, value)
+        return response
+
+
+def _declared_length(request: Request) -> int | None:
+    value = request.headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest("Content-Length: not a number") from None
+
+
+def _too_large() -> PayloadTooLarge:
+    mib, rest = divmod(MAX_BODY_BYTES, 1024 * 1024)
+    limit = f"{mib} MiB" if mib and not rest else f"{MAX_BODY_BYTES} bytes"
+    return PayloadTooLarge(f"request body: larger than the task proxy's limit of {limit}")
+
+
+async def _bounded_body(request: Request) -> AsyncIterator[bytes]:
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > MAX_BODY_BYTES:
+            raise _BodyTooLarge
+        if chunk:
+            yield chunk
+
+
+async def _relay(upstream: httpx.Response, task_id: str) -> AsyncIterator[bytes]:
+    """The task's answer as it comes (still encoded as the task sent it, e.g. gzip)."""
+    try:
+        async for chunk in upstream.aiter_raw():
+            svc.touch(task_id)
+            yield chunk
+    except httpx.TransportError as e:
+        # The status line has gone out: the client sees the connection end early.
+        log.warning("task %s: its answer broke off: %s", task_id, e)
+        raise
+    finally:
+        await upstream.aclose()
+
+
+def _target_error(task_id: str, target: svc.ProxyTarget, e: httpx.TransportError) -> ApiError:
+    where = f"{target.host}:{target.port}"
+    if isinstance(e, httpx.TimeoutException):
+        return GatewayTimeout(f"task {task_id} did not answer in time at {where}")
+    if isinstance(e, httpx.ConnectError):
+        return BadGateway(f"task {task_id} is not reachable at {where}: {e or 'connection refused'}")
+    return BadGateway(f"task {task_id} failed to answer at {where}: {e or type(e).__name__}")
+
+
+@route(PATHS, http_method=HTTP_METHODS, name="task-proxy", opt=opt(Action.VIEW), include_in_schema=False)
+async def proxy_http(request: Request, task_id: str) -> Response:
+    segment, rest = split_path(request.scope, task_id)
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    if rest is None:
+        return Redirect(f"/proxy/{segment}/" + (f"?{query}" if query else ""), status_code=307)
+    rt: MasterRuntime = runtime_of(request)
+    target = await svc.resolve(rt, task_id)
+    require_owner(principal_of(request), Action.EDIT, target.owner_id, f"task {task_id}")
+
+    declared = _declared_length(request)
+    if declared is not None and declared > MAX_BODY_BYTES:
+        raise _too_large()
+    has_body = declared is not None or "transfer-encoding" in request.headers
+    client_host = request.client.host if request.client else None
+    headers = forwarded_headers(request.scope["headers"], client=client_host, scheme=request.url.scheme)
+    raw_target = target.path_for(rest) + (f"?{query}" if query else "")
+    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    outgoing = httpx.Request(request.method, httpx.URL(scheme="http", host=target.host, port=target.port,
+                                                       raw_path=raw_target.encode("latin-1")),
+                             headers=headers, content=_bounded_body(request) if has_body else None,
+                             extensions={"timeout": timeout.as_dict()})
+    svc.touch(task_id)
+    try:
+        upstream = await client_for(request.app).send(outgoing, stream=True)
+    except _BodyTooLarge:
+        raise _too_large() from None
+    except httpx.TransportError as e:
+        log.info("task proxy: %s %s for task %s: %r", request.method, raw_target, task_id, e)
+        raise _target_error(task_id, target, e) from None
+    return ProxiedStream(_relay(upstream, task_id), raw_headers=answer_headers(upstream.headers.raw),
+                         status_code=upstream.status_code, background=BackgroundTask(upstream.aclose))
+
+
+# ---- WebSocket -------------------------------------------------------------------------------
+def _same_origin(socket: WebSocket) -> bool:
+    origin, host = socket.headers.get("origin"), socket.headers.get("host")
+    if not origin or not host:
+        return False
+    return urlsplit(origin).netloc.lower() == host.lower()
+
+
+async def socket_user(socket: WebSocket) -> AuthedUser:
+    """The user a WebSocket handshake signs in as (see the module docstring)."""
+    token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
+    if token is None:
+        token = webui_session.cookie_token(socket)
+        if token is None:
+            raise Unauthenticated("missing credentials: send Authorization: Bearer, a token query parameter, "
+                                  "or the web UI's session cookie")
+        if not _same_origin(socket):
+            raise Forbidden("a WebSocket signed in by the session cookie must be opened by a page of this master "
+                            "(its Origin must match the Host)")
+    key = token_hash(token)
+    user = USER_TOKENS.get(key)
+    if user is None:
+        rt: MasterRuntime = runtime_of(socket)
+        async with rt.sessions() as session:
+            user = await user_for_token(session, token)
+        if user is None:
+            raise Unauthenticated("invalid or expired token")
+        USER_TOKENS.put(key, user)
+    return user
+
+
+def without_token_param(query: str) -> str:
+    """The query string less the master's ``token`` parameter."""
+    return "&".join(p for p in query.split("&") if p and unquote(p.split("=", 1)[0]) != TOKEN_PARAM)
+
+
+def sendable(code: int | None, default: int = 1000) -> int:
+    """A close code that may go on the wire (1005 and 1006 only describe what happened)."""
+    if code is None or code == 1005:
+        return default
+    if code in (1000, 1001, 1002, 1003) or 1007 <= code <= 1014 or 3000 <= code <= 4999:
+        return code
+    return 1011
+
+
+async def _close_quietly(socket: WebSocket, code: int, reason: str = "") -> None:
+    try:
+        await socket.close(code=code, reason=reason.encode()[:120].decode(errors="ignore"))
+    except Exception:  # noqa: BLE001 - the client is gone already
+        pass
+
+
+async def _refuse(socket: WebSocket, code: int, reason: str) -> None:
+    try:
+        await socket.accept()
+    except Exception:  # noqa: BLE001 - the client is gone already
+        return
+    await _close_quietly(socket, code, reason)
+
+
+async def _client_to_task(socket: WebSocket, upstream: ClientConnection, task_id: str) -> int:
+    """Frames from the client to the task; returns the client's close code."""
+    while True:
+        event = await socket.receive()
+        if event["type"] == "websocket.disconnect":
+            return int(event.get("code", 1000))
+        data = event.get("bytes")
+        if data is None:
+            data = event.get("text")
+        if isinstance(data, str | bytes):
+            svc.touch(task_id)
+            await upstream.send(data)
+
+
+async def _task_to_client(socket: WebSocket, upstream: ClientConnection, task_id: str) -> None:
+    """Frames from the task to the client, until the task closes."""
+    async for message in upstream:
+        svc.touch(task_id)
+        if isinstance(message, str):
+            await socket.send_text(message)
+        else:
+            await socket.send_bytes(message)
+
+
+@websocket(PATHS, name="task-proxy-socket", opt=opt(Action.PUBLIC))
+async def proxy_socket(socket: WebSocket, task_id: str) -> None:
+    # Action.PUBLIC only tells the guard to leave authentication to this handler, which signs the
+    # caller in (socket_user) and checks the owner before anything reaches the task.
+    rt: MasterRuntime = runtime_of(socket)
+    try:
+        user = await socket_user(socket)
+        target = await svc.resolve(rt, task_id)
+        require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
+    except ApiError as e:
+        await _refuse(socket, 4000 + e.status, e.message)
+        return
+    _, rest = split_path(socket.scope, task_id)
+    query = without_token_param(socket.scope.get("query_string", b"").decode("latin-1"))
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    url = f"ws://{host}:{target.port}{target.path_for(rest or '/')}" + (f"?{query}" if query else "")
+    client_host = socket.client.host if socket.client else None
+    headers = forwarded_headers(socket.scope["headers"], client=client_host,
+                                scheme="https" if socket.url.scheme == "wss" else "http", drop=SOCKET_HEADERS)
+    subprotocols = [Subprotocol(p) for p in socket.scope.get("subprotocols") or []]
+    where = f"{target.host}:{target.port}"
+    try:
+        upstream = await connect(url, additional_headers=headers, subprotocols=subprotocols or None,
+                                 open_timeout=CONNECT_TIMEOUT_S, max_size=MAX_FRAME_BYTES, proxy=None,
+                                 user_agent_header=None)
+    except TimeoutError:
+        await _refuse(socket, 4504, f"task {task_id} did not answer in time at {where}")
+        return
+    except InvalidStatus as e:
+        await _refuse(socket, 4502, f"task {task_id} refused the WebSocket: HTTP {e.response.status_code}")
+        return
+    except (OSError, InvalidHandshake) as e:
+        await _refuse(socket, 4502, f"task {task_id} is not reachable at {where}: {e}")
+        return
+    svc.touch(task_id)
+    try:
+        await socket.accept(subprotocols=upstream.subprotocol)
+        to_task = asyncio.create_task(_client_to_task(socket, upstream, task_id))
+        to_client = asyncio.create_task(_task_to_client(socket, upstream, task_id))
+        try:
+            done, _ = await asyncio.wait({to_task, to_client}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (to_task, to_client):
+                t.cancel()
+            await asyncio.gather(to_task, to_client, return_exceptions=True)
+        client_left = to_task in done and not isinstance(to_task.exception(), ConnectionClosed)
+        if client_left:
+            code = to_task.result() if to_task.exception() is None else 1011
+            await upstream.close(code=sendable(code), reason="")
+        else:  # the task closed (or its connection broke)
+            await _close_quietly(socket, sendable(upstream.close_code), upstream.close_reason or "")
+    finally:
+        await upstream.close()
+
+
+ROUTES = [proxy_http, proxy_socket]

@@ -1,0 +1,501 @@
+"""The master's proxy to a task's web server (``/proxy/{task_id}/...``), against real servers on
+127.0.0.1 that a test resolver names as tasks owned by the signed-in user ``determined``: what
+passes through (status, body, headers, the path as written), what never does (the user's token,
+the session cookie), who is refused (401, 403, 404) and what a dead or silent task answers (502,
+504); WebSocket frames both ways through the master served by uvicorn; and the activity clock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
+
+import httpx
+import pytest
+import uvicorn
+from websockets.asyncio.client import connect as ws_connect
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as ws_serve
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Origin, Subprotocol
+
+from controlplane.master.api import task_proxy as proxy_api
+from controlplane.master.services import task_proxy as svc
+from controlplane.master.webui import session as webui_session
+from controlplane.wire import agent_protocol as wire
+from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+from tests.controlplane.master.test_ownership import add_user, login
+from tests.controlplane.master.test_task_tokens import task_headers
+
+OWNED = "nb-owned"  # an HTTP task of determined's
+SOCKET = "nb-socket"  # a WebSocket echo task of determined's
+DOWN = "nb-down"  # nothing listens on its port
+SILENT = "nb-silent"  # accepts connections, never answers
+
+
+# ---- the task's side -------------------------------------------------------------------------
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+
+class TaskHandler(BaseHTTPRequestHandler):
+    """Answers every method with what it received; ``/status/N`` answers status N."""
+
+    protocol_version = "HTTP/1.1"
+    server: TaskServer
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    return out
+                out += chunk
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _answer(self) -> None:
+        body = self._body()
+        self.server.seen.append(Seen(self.command, self.path, list(self.headers.items()), body))
+        if self.path.endswith("/slow"):
+            self._slow()
+            return
+        status = int(self.path.split("/status/")[1].split("?")[0]) if "/status/" in self.path else 200
+        answer = {"method": self.command, "path": self.path, "body": body.decode(errors="replace")}
+        payload = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Task", "yes")
+        self.send_header("Set-Cookie", "a=1; Path=/")
+        self.send_header("Set-Cookie", "b=2")
+        self.send_header("Set-Cookie", f"{webui_session.COOKIE}=planted; Path=/")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _slow(self) -> None:
+        """Chunked: "first" now, "last" once the test lets it go."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"5\r\nfirst\r\n")
+        self.wfile.flush()
+        self.server.release.wait(10)
+        self.wfile.write(b"4\r\nlast\r\n0\r\n\r\n")
+        self.wfile.flush()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class TaskServer(ThreadingHTTPServer):
+    daemon_threads = True
+    seen: list[Seen]
+    release: threading.Event
+
+
+@dataclass
+class Tasks:
+    http: TaskServer
+    ws_seen: list[tuple[str, list[tuple[str, str]], str | None]] = field(default_factory=list)
+
+    @property
+    def seen(self) -> list[Seen]:
+        return self.http.seen
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_task() -> Iterator[TaskServer]:
+    server = TaskServer(("127.0.0.1", 0), TaskHandler)
+    server.seen = []
+    server.release = threading.Event()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
+    """Four tasks of determined's, found by a resolver registered for the test only."""
+    me = (await api.get("/api/v1/me")).json()["user"]["id"]
+    out = Tasks(http_task)
+
+    async def echo(conn: ServerConnection) -> None:
+        assert conn.request is not None
+        out.ws_seen.append((conn.request.path, list(conn.request.headers.raw_items()), conn.subprotocol))
+        try:
+            async for message in conn:
+                if message == "close-please":
+                    await conn.close(code=4321, reason="asked to")
+                    return
+                await conn.send(message)
+        except ConnectionClosed:
+            pass
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections complete in the backlog; nobody ever reads them
+    def pick(conn: ServerConnection, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+        return Subprotocol("v1.test") if "v1.test" in offered else None
+
+    async with ws_serve(echo, "127.0.0.1", 0, select_subprotocol=pick) as ws_server:
+        ws_port = ws_server.sockets[0].getsockname()[1]
+        targets = {
+            OWNED: svc.ProxyTarget(me, "127.0.0.1", http_task.server_address[1], "/base"),
+            SOCKET: svc.ProxyTarget(me, "127.0.0.1", ws_port, f"/proxy/{SOCKET}"),
+            DOWN: svc.ProxyTarget(me, "127.0.0.1", free_port(), ""),
+            SILENT: svc.ProxyTarget(me, "127.0.0.1", silent.getsockname()[1], ""),
+        }
+
+        async def resolver(session, task_id: str) -> svc.ProxyTarget | None:  # noqa: ANN001
+            return targets.get(task_id)
+
+        svc.register_resolver(resolver)
+        try:
+            yield out
+        finally:
+            svc.unregister_resolver(resolver)
+            await proxy_api.close_client(api._transport.app)
+            for task_id in targets:
+                svc.forget(task_id)
+            silent.close()
+
+
+def token_of(api) -> str:  # noqa: ANN001
+    return api.headers["Authorization"].removeprefix("Bearer ")
+
+
+# ---- HTTP ------------------------------------------------------------------------------------
+async def test_get_passes_through_with_status_body_and_headers(api, tasks):
+    r = await api.get(f"/proxy/{OWNED}/files/a%20b//c.txt", params={"x": "1", "y": "a/b"},
+                      headers={"X-Custom": "kept", "Cookie": "jupyter=1"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"method": "GET", "path": "/base/files/a%20b//c.txt?x=1&y=a%2Fb", "body": ""}
+    assert r.headers["x-task"] == "yes"
+    assert r.headers["content-type"] == "application/json"
+    # Both of the task's cookies, not the one that would replace the master's session.
+    assert r.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]
+    seen = tasks.seen[-1]
+    assert seen.header("X-Custom") == ["kept"]
+    assert seen.header("Cookie") == ["jupyter=1"]
+    assert seen.header("Authorization") == []
+    assert seen.header("X-Forwarded-Proto") == ["http"]
+    assert seen.header("Host") == ["master"]  # the host the browser asked for, as Go's proxy keeps it
+
+
+async def test_post_put_delete_pass_through_with_their_bodies(api, tasks):
+    r = await api.post(f"/proxy/{OWNED}/status/201", content=b"\x00payload\xff" * 1000,
+                       headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    assert tasks.seen[-1].method == "POST" and tasks.seen[-1].body == b"\x00payload\xff" * 1000
+    assert tasks.seen[-1].header("Content-Type") == ["application/octet-stream"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in (b"one,", b"two,", b"three"):
+            yield part
+
+    r = await api.put(f"/proxy/{OWNED}/api/contents", content=chunks())  # chunked: no Content-Length
+    assert r.status_code == 200, r.text
+    assert r.json()["body"] == "one,two,three"
+    r = await api.delete(f"/proxy/{OWNED}/api/x")
+    assert r.status_code == 200 and r.json()["method"] == "DELETE"
+    r = await api.head(f"/proxy/{OWNED}/x")
+    assert r.status_code == 200 and r.content == b"" and r.headers["x-task"] == "yes"
+
+
+async def test_the_task_never_sees_the_users_token_or_session_cookie(api, tasks):
+    token = token_of(api)
+    cookie = f"{webui_session.COOKIE}={token}; jupyter-xsrf=abc"
+    # A browser: signed in by the cookie alone (a GET needs no CSRF header).
+    r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "", "Cookie": cookie})
+    assert r.status_code == 200, r.text
+    # A browser's POST carries the CSRF header as well; the task sees neither.
+    r = await api.post(f"/proxy/{OWNED}/api/sessions", json={"kernel": "python3"},
+                       headers={"Authorization": "", "Cookie": cookie,
+                                webui_session.CSRF_HEADER: webui_session.csrf_token(token)})
+    assert r.status_code == 200, r.text
+    # A client of the API: the bearer token.
+    r = await api.get(f"/proxy/{OWNED}/api/status")
+    assert r.status_code == 200, r.text
+    assert len(tasks.seen) == 3
+    for seen in tasks.seen:
+        everything = " ".join(f"{k}: {v}" for k, v in seen.headers)
+        assert token not in everything, seen.headers
+        assert webui_session.csrf_token(token) not in everything, seen.headers
+        assert seen.header("Authorization") == []
+    assert tasks.seen[0].header("Cookie") == ["jupyter-xsrf=abc"]
+    assert tasks.seen[1].body == b'{"kernel":"python3"}'
+
+
+async def test_a_bare_task_path_redirects_to_its_slash(api, tasks):
+    r = await api.get(f"/proxy/{OWNED}", params={"a": "1"})
+    assert r.status_code == 307
+    assert r.headers["location"] == f"/proxy/{OWNED}/?a=1"
+    r = await api.get(f"/proxy/{OWNED}/")
+    assert r.status_code == 200 and r.json()["path"] == "/base/"
+
+
+async def test_only_the_owner_or_an_admin_may_use_a_task(api, tasks):
+    nora = await add_user(api, "nora")
+    r = await api.get(f"/proxy/{OWNED}/tree", headers=nora)
+    assert r.status_code == 403, r.text
+    assert f"task {OWNED}" in r.json()["message"]
+    r = await api.post(f"/proxy/{OWNED}/api/x", headers=nora, json={})
+    assert r.status_code == 403, r.text
+    vera = await add_user(api, "vera", role="viewer")
+    assert (await api.get(f"/proxy/{OWNED}/tree", headers=vera)).status_code == 403
+    assert not tasks.seen, "a refused request reached the task"
+    admin = await login(api, "admin")
+    assert (await api.get(f"/proxy/{OWNED}/tree", headers=admin)).status_code == 200
+
+
+async def test_no_token_is_401_and_a_browser_is_sent_to_sign_in(api, tasks):
+    r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": ""})
+    assert r.status_code == 401, r.text
+    r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "", "Accept": "text/html"})
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
+    assert not tasks.seen
+
+
+async def test_a_task_token_is_refused(api, tasks):
+    """A training process's allocation token is good for its own trial's routes, never the proxy."""
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": 1}})
+    start = await agent.next_message()
+    assert isinstance(start, wire.StartTask)
+    await agent.start(start)
+    for task_id in (OWNED, start.task_id):
+        r = await api.get(f"/proxy/{task_id}/tree", headers=task_headers(start.session_token))
+        assert r.status_code == 403, r.text
+    assert not tasks.seen
+
+
+async def test_an_unknown_task_is_404_naming_it(api, tasks):
+    r = await api.get("/proxy/no-such-task/tree")
+    assert r.status_code == 404, r.text
+    assert "task no-such-task" in r.json()["message"]
+
+
+async def test_a_task_that_is_down_is_502_and_a_silent_one_504(api, tasks, monkeypatch):
+    r = await api.get(f"/proxy/{DOWN}/tree")
+    assert r.status_code == 502, r.text
+    assert f"task {DOWN}" in r.json()["message"]
+    monkeypatch.setattr(proxy_api, "READ_TIMEOUT_S", 0.3)
+    r = await api.get(f"/proxy/{SILENT}/tree")
+    assert r.status_code == 504, r.text
+    assert f"task {SILENT}" in r.json()["message"]
+
+
+async def test_request_bodies_are_capped(api, tasks, monkeypatch):
+    monkeypatch.setattr(proxy_api, "MAX_BODY_BYTES", 4096)
+    r = await api.post(f"/proxy/{OWNED}/upload", content=b"x" * 4097)  # declared too long
+    assert r.status_code == 413, r.text
+    assert "limit of 4096 bytes" in r.json()["message"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"y" * 1024
+
+    r = await api.post(f"/proxy/{OWNED}/upload", content=chunks())  # found too long on the way
+    assert r.status_code == 413, r.text
+    assert not any(s.path.endswith("/upload") for s in tasks.seen)
+    r = await api.post(f"/proxy/{OWNED}/upload", content=b"z" * 4096)  # at the limit: fine
+    assert r.status_code == 200 and tasks.seen[-1].body == b"z" * 4096
+    monkeypatch.undo()
+    assert "limit of 64 MiB" in proxy_api._too_large().message
+
+
+async def test_idle_for_moves_with_traffic(api, tasks):
+    assert svc.idle_for(OWNED) is None
+    assert (await api.get(f"/proxy/{OWNED}/a")).status_code == 200
+    first = svc.idle_for(OWNED)
+    assert first is not None and first < 5
+    await asyncio.sleep(0.2)
+    later = svc.idle_for(OWNED)
+    assert later is not None and later >= first + 0.15
+    assert (await api.get(f"/proxy/{OWNED}/b")).status_code == 200
+    again = svc.idle_for(OWNED)
+    assert again is not None and again < later
+    # Refused traffic is not activity.
+    nora = await add_user(api, "nora")
+    await asyncio.sleep(0.1)
+    before = svc.idle_for(OWNED)
+    assert (await api.get(f"/proxy/{OWNED}/c", headers=nora)).status_code == 403
+    after = svc.idle_for(OWNED)
+    assert before is not None and after is not None and after >= before
+
+
+def test_resolvers_register_once_and_in_order():
+    async def first(session, task_id):  # noqa: ANN001, ANN202
+        return None
+
+    async def second(session, task_id):  # noqa: ANN001, ANN202
+        return None
+
+    before = svc.resolvers()
+    try:
+        assert svc.register_resolver(first) is first
+        svc.register_resolver(second)
+        svc.register_resolver(first)
+        assert svc.resolvers()[-2:] == (first, second)
+    finally:
+        svc.unregister_resolver(first)
+        svc.unregister_resolver(second)
+    assert svc.resolvers() == before
+    assert svc.ProxyTarget(1, "h", 1, "/proxy/t/").path_for("/api") == "/proxy/t/api"
+    assert svc.ProxyTarget(1, "h", 1).path_for("/") == "/"
+
+
+def test_header_rules():
+    raw = [(b"Host", b"master"), (b"Connection", b"keep-alive, X-Hop"), (b"X-Hop", b"1"), (b"Upgrade", b"h2c"),
+           (b"Authorization", b"Bearer secret"), (b"Cookie", f"a=1; {webui_session.COOKIE}=secret; b=2".encode()),
+           (b"X-Forwarded-For", b"10.0.0.1"), (b"Accept", b"*/*")]
+    out = proxy_api.forwarded_headers(raw, client="10.0.0.2", scheme="https")
+    assert ("Cookie", "a=1; b=2") in out
+    assert ("X-Forwarded-For", "10.0.0.1, 10.0.0.2") in out
+    assert ("X-Forwarded-Proto", "https") in out and ("X-Forwarded-Host", "master") in out
+    names = {k.lower() for k, _ in out}
+    assert not names & {"connection", "x-hop", "upgrade", "authorization"}
+    assert proxy_api.without_token_param("a=1&token=s3cret&b=%20&tok%65n=x") == "a=1&b=%20"
+    assert proxy_api.sendable(1005) == 1000 and proxy_api.sendable(1006) == 1011
+    assert proxy_api.sendable(4321) == 4321
+
+
+# ---- WebSocket -------------------------------------------------------------------------------
+@asynccontextmanager
+async def served(app) -> AsyncIterator[int]:  # noqa: ANN001
+    """The app on a real port (uvicorn, this event loop: the runtime is already started)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", ws="websockets-sansio"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and not serving.done(), "uvicorn did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
+
+
+async def closed_with(url: str, **kwargs) -> tuple[int | None, str]:  # noqa: ANN003
+    async with ws_connect(url, open_timeout=10, **kwargs) as ws:
+        try:
+            await asyncio.wait_for(ws.recv(), 10)
+        except ConnectionClosed:
+            pass
+        return ws.close_code, ws.close_reason or ""
+
+
+async def test_websocket_frames_go_both_ways(api, tasks):
+    token = token_of(api)
+    async with served(api._transport.app) as port:
+        base = f"ws://127.0.0.1:{port}/proxy/{SOCKET}"
+        # A client of the API: the bearer token in a header, a subprotocol the task picks.
+        async with ws_connect(f"{base}/api/kernels/k1/channels?session=s1", open_timeout=10,
+                              additional_headers={"Authorization": f"Bearer {token}"},
+                              subprotocols=[Subprotocol("v1.test")]) as ws:
+            assert ws.subprotocol == "v1.test"
+            await ws.send("hello")
+            assert await asyncio.wait_for(ws.recv(), 10) == "hello"
+            await ws.send(b"\x00\x01binary")
+            assert await asyncio.wait_for(ws.recv(), 10) == b"\x00\x01binary"
+        path, headers, subprotocol = tasks.ws_seen[-1]
+        assert path == f"/proxy/{SOCKET}/api/kernels/k1/channels?session=s1"
+        assert subprotocol == "v1.test"
+        assert not [v for k, v in headers if k.lower() == "authorization"]
+
+        # A client that cannot set headers: the token query parameter, which the task never sees.
+        async with ws_connect(f"{base}/echo?token={token}&x=1", open_timeout=10) as ws:
+            await ws.send("via query")
+            assert await asyncio.wait_for(ws.recv(), 10) == "via query"
+        assert tasks.ws_seen[-1][0] == f"/proxy/{SOCKET}/echo?x=1"
+
+        # A browser: the session cookie, from a page of this master.
+        cookie = {"Cookie": f"{webui_session.COOKIE}={token}; jupyter=1"}
+        async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://127.0.0.1:{port}"),
+                              additional_headers=cookie) as ws:
+            await ws.send("via cookie")
+            assert await asyncio.wait_for(ws.recv(), 10) == "via cookie"
+            # The task closing ends the client's socket with the task's code.
+            await ws.send("close-please")
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            assert ws.close_code == 4321
+        cookies = [v for k, v in tasks.ws_seen[-1][1] if k.lower() == "cookie"]
+        assert cookies == ["jupyter=1"]
+        for _, headers, _ in tasks.ws_seen:
+            assert token not in " ".join(v for _, v in headers)
+        idle = svc.idle_for(SOCKET)
+        assert idle is not None and idle < 30
+
+
+async def test_the_answer_streams(api, tasks):
+    """Through a real server, the client reads the task's first chunk before the task has sent
+    the rest."""
+    async with served(api._transport.app) as port, httpx.AsyncClient(timeout=10) as client:
+        url = f"http://127.0.0.1:{port}/proxy/{OWNED}/slow"
+        async with client.stream("GET", url, headers={"Authorization": api.headers["Authorization"]}) as r:
+            assert r.status_code == 200
+            chunks = r.aiter_raw()
+            assert await asyncio.wait_for(anext(chunks), 5) == b"first"
+            tasks.http.release.set()
+            assert b"".join([c async for c in chunks]) == b"last"
+
+
+async def test_websocket_refusals(api, tasks):
+    token = token_of(api)
+    nora = (await add_user(api, "nora"))["Authorization"]
+    async with served(api._transport.app) as port:
+        base = f"ws://127.0.0.1:{port}/proxy"
+        code, reason = await closed_with(f"{base}/{SOCKET}/echo")
+        assert code == 4401, reason
+        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers={"Authorization": nora})
+        assert code == 4403 and f"task {SOCKET}" in reason, reason
+        code, reason = await closed_with(f"{base}/nope/echo?token={token}")
+        assert code == 4404 and "task nope" in reason, reason
+        code, reason = await closed_with(f"{base}/{DOWN}/echo?token={token}")
+        assert code == 4502 and f"task {DOWN}" in reason, reason
+        # The cookie from another site's page (or with no Origin at all) is not enough.
+        cookie = {"Cookie": f"{webui_session.COOKIE}={token}"}
+        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie,
+                                         origin=Origin("http://evil.example"))
+        assert code == 4403 and "Origin" in reason, reason
+        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie)
+        assert code == 4403, reason
+    assert not tasks.ws_seen, "a refused socket reached the task"
