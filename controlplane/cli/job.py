@@ -3,7 +3,8 @@
 `list` reads the pools first (`GET /api/v1/resource-pools`) to choose the pool (`-p`, else the
 default compute pool) and its scheduler type (the Priority or Weight column), then pages through
 `GET /api/v1/job-queues-v2`; its table shows job ids cut to 8 characters (more where two shown ids
-share them), which the master accepts wherever a job id goes; `--json` keeps the full ids.
+share them), which the master accepts wherever a job id goes; `--json` keeps the full ids. Its Type
+column is the v1Job type: EXPERIMENT, COMMAND, SHELL, NOTEBOOK, or GENERIC for an OpenPAI job.
 `update` sends one `POST /api/v1/job-queues` with one `updates[]` entry whose unused keys are
 `null`. `update-batch` checks every operation here, then sends them all in one POST, which the
 master applies whole or not at all (Determined's CLI sends one POST per operation, so a failure

@@ -46,7 +46,7 @@ async def resource_pools(request: Request, limit: ListLimit = 0, offset: ListOff
         conns = [c for c in rt.hub.connections.values() if c.pool == pool.name]
         use = pools_svc.PoolUse(
             agents=len(conns), slots=sum(len(c.slots) for c in conns),
-            slots_used=sum(r.allocated for r in rows if r.exp.resource_pool == pool.name),
+            slots_used=sum(r.allocated for r in rows if r.resource_pool == pool.name),
             aux_running=aux.get(pool.name, 0), cuda=any(s.type == "cuda" for c in conns for s in c.slots),
             slots_per_agent=max((len(c.slots) for c in conns), default=0))
         out.append(pools_svc.pool_json(rt.settings, pool, use))
@@ -63,11 +63,17 @@ async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset =
         raise NotFound(f"resourcePool: pool {pool!r} not found")
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt, pool)
-        done = await progress.of_experiments(session, [row.exp for row in rows])
-        names = await workspaces.project_names(session, {row.exp.project_id for row in rows})
-    jobs = [{"full": svc.job_json(row, rt, ahead, done[row.exp.id],
-                                  names[row.exp.project_id].workspace_id if row.exp.project_id in names else 1)}
-            for ahead, row in enumerate(rows)]
+        exps = [row.experiment for row in rows if row.experiment is not None]
+        done = await progress.of_experiments(session, exps)
+        names = await workspaces.project_names(session, {exp.project_id for exp in exps})
+    jobs = []
+    for ahead, row in enumerate(rows):
+        exp = row.experiment
+        if exp is None:  # commands, shells, notebooks and OpenPAI jobs: no progress, the default workspace
+            jobs.append({"full": svc.job_json(row, rt, ahead)})
+            continue
+        workspace_id = names[exp.project_id].workspace_id if exp.project_id in names else 1
+        jobs.append({"full": svc.job_json(row, rt, ahead, done[exp.id], workspace_id)})
     if order_by == "ORDER_BY_DESC":
         jobs.reverse()
     page = jobs[offset:offset + page_limit(limit)]

@@ -8,6 +8,10 @@ caller's transaction, and returns the live allocations to preempt once it commit
 
 Constraints follow Determined's job-queue documentation: priority and ahead-of/behind-of only under
 the priority scheduler, weight only under fair share, and only experiments move between pools.
+Every kind of job is changed alike (an experiment, an OpenPAI job, a command, shell or notebook:
+their rows carry the same ``priority`` and ``queue_position``), except that only experiments have
+a weight here and only experiments change pool (Determined's rule); the others' are a 400 naming
+the field and the job's type.
 Moving a job ahead of another only changes its priority and queue position; whether running work
 gives way for it is the scheduler's decision (``controlplane/scheduler/priority.py``).
 """
@@ -24,18 +28,21 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import BadRequest
-from controlplane.master.orchestration.snapshot import job_priority
 from controlplane.master.principals import Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import job_refs
 from controlplane.master.services.experiment_requests import MAX_WEIGHT
 from controlplane.master.services.jobs import (
-    OPEN_STATES,
+    QueueJob,
     check_priority,
     check_weight,
+    describe,
+    is_open,
     job_rows,
+    priority_of,
     scheduler_of,
     shape_problem,
+    what_it_is,
 )
 from controlplane.state import allocation as A
 
@@ -64,10 +71,10 @@ class Change:
     """One checked update: ``key`` is its v1QueueControl field; ``target`` the job it moves
     relative to (aheadOf/behindOf)."""
 
-    exp: Experiment
+    job: QueueJob
     key: str
     value: Any
-    target: Experiment | None = None
+    target: QueueJob | None = None
 
 
 def the_change(update: QueueControl, what: str) -> tuple[str, Any]:
@@ -80,10 +87,10 @@ def the_change(update: QueueControl, what: str) -> tuple[str, Any]:
     return key, value
 
 
-def _open(exp: Experiment, ref: str, field: str) -> Experiment:
-    if exp.state not in OPEN_STATES:
-        raise BadRequest(f"{field}: job {ref} has already finished ({exp.state})")
-    return exp
+def _open(job: QueueJob, ref: str, field: str) -> QueueJob:
+    if not is_open(job):
+        raise BadRequest(f"{field}: job {ref} has already finished ({job.state})")
+    return job
 
 
 async def check(session: AsyncSession, rt: MasterRuntime, principal: Principal,
@@ -91,36 +98,42 @@ async def check(session: AsyncSession, rt: MasterRuntime, principal: Principal,
     """Every update of the batch checked, in order, with nothing written: the changes to apply."""
     jobs = []
     for i, update in enumerate(updates):  # every job found and owned before any rule is judged
-        exp = _open(await job_refs.resolve(session, update.job_id, f"updates[{i}].jobId"), update.job_id,
+        job = _open(await job_refs.resolve(session, update.job_id, f"updates[{i}].jobId"), update.job_id,
                     f"updates[{i}].jobId")
-        require_owner(principal, Action.EDIT, exp.owner_id, f"job {exp.job_id} (experiment {exp.id})")
-        jobs.append(exp)
-    pools: dict[int, str] = {}  # each job's pool as the batch leaves it so far
+        require_owner(principal, Action.EDIT, job.owner_id, describe(job))
+        jobs.append(job)
+    pools: dict[str, str] = {}  # each job's pool (by job id) as the batch leaves it so far
     changes = []
-    for i, (exp, update) in enumerate(zip(jobs, updates, strict=True)):
+    for i, (job, update) in enumerate(zip(jobs, updates, strict=True)):
         what = f"updates[{i}]"
         key, value = the_change(update, what)
         field = f"{what}.{key}"
-        pool = pools.get(exp.id, exp.resource_pool)
+        pool = pools.get(job.job_id, job.resource_pool)
         target = None
         if key == "priority":
             check_priority(rt, pool, value, field)
         elif key == "weight":
+            if not isinstance(job, Experiment):
+                raise BadRequest(f"{field}: only experiments have a weight here; job {job.job_id} is "
+                                 f"{what_it_is(job)}")
             check_weight(rt, pool, value, field)
         elif key == "resourcePool":
-            check_pool(rt, exp, value, field)
-            pools[exp.id] = value
+            if not isinstance(job, Experiment):
+                raise BadRequest(f"{field}: only experiments move to another resource pool; job {job.job_id} is "
+                                 f"{what_it_is(job)}")
+            check_pool(rt, job, value, field)
+            pools[job.job_id] = value
         else:
             if scheduler_of(rt, pool) != "priority":
                 raise BadRequest(f"{field}: queue moves apply only under the priority scheduler; pool "
                                  f"{pool!r} uses fair_share")
             target = _open(await job_refs.resolve(session, value, field), value, field)
-            if target.id == exp.id:
+            if target.job_id == job.job_id:
                 raise BadRequest(f"{field}: a job cannot move relative to itself")
-            target_pool = pools.get(target.id, target.resource_pool)
+            target_pool = pools.get(target.job_id, target.resource_pool)
             if target_pool != pool:
                 raise BadRequest(f"{field}: job {value} is in pool {target_pool!r}, not {pool!r}")
-        changes.append(Change(exp, key, value, target))
+        changes.append(Change(job, key, value, target))
     return changes
 
 
@@ -129,31 +142,33 @@ async def apply(session: AsyncSession, rt: MasterRuntime, changes: list[Change])
     pool, to be preempted once the transaction commits (they come back in the new pool)."""
     to_preempt: list[Allocation] = []
     for change in changes:
-        exp = change.exp
+        job = change.job
         if change.key == "priority":
-            exp.priority = change.value
+            job.priority = change.value
         elif change.key == "weight":
-            exp.weight = float(change.value)
+            assert isinstance(job, Experiment)  # checked
+            job.weight = float(change.value)
         elif change.key == "resourcePool":
-            to_preempt += await move_to_pool(session, exp, change.value)
+            assert isinstance(job, Experiment)  # checked
+            to_preempt += await move_to_pool(session, job, change.value)
         else:
             assert change.target is not None
             pool = rt.settings.pool(change.target.resource_pool)
-            exp.priority = job_priority(change.target, pool.policy if pool else None)
-            exp.queue_position = await _neighbour_position(session, rt, exp, change.target,
+            job.priority = priority_of(change.target, pool.policy if pool else None)
+            job.queue_position = await _neighbour_position(session, rt, job, change.target,
                                                            ahead=change.key == "aheadOf")
         await session.flush()  # the next change sees this one in the queue
     return to_preempt
 
 
-async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, exp: Experiment, target: Experiment,
+async def _neighbour_position(session: AsyncSession, rt: MasterRuntime, job: QueueJob, target: QueueJob,
                               ahead: bool) -> float:
     """A queue position right before (ahead) or after the target among jobs of its priority."""
     pool = rt.settings.pool(target.resource_pool)
-    prio = job_priority(target, pool.policy if pool else None)
-    rows = [r.exp for r in await job_rows(session, rt, target.resource_pool)
-            if r.exp.id != exp.id and job_priority(r.exp, pool.policy if pool else None) == prio]
-    index = next(i for i, e in enumerate(rows) if e.id == target.id)
+    prio = priority_of(target, pool.policy if pool else None)
+    rows = [r for r in await job_rows(session, rt, target.resource_pool)
+            if r.job_id != job.job_id and r.priority == prio]
+    index = next(i for i, r in enumerate(rows) if r.job_id == target.job_id)
     neighbour = (rows[index - 1] if ahead and index > 0
                  else rows[index + 1] if not ahead and index + 1 < len(rows) else None)
     if neighbour is None:

@@ -75,3 +75,27 @@ def test_update_batch_is_all_or_nothing(three_jobs, det):
     assert r.err.rstrip().endswith("(nothing was changed)")
     jobs = json.loads(det("job", "list", "--json").out)
     assert [(j["jobId"], j["priority"]) for j in jobs] == [(a, 42), (b, 42), (c, 42)]
+
+
+def test_the_list_shows_each_jobs_type(three_jobs, real_master, det):
+    """Commands, shells and OpenPAI jobs wait in the queue with the experiments, each with its type."""
+    import requests
+
+    headers = real_master.login("determined")
+    r = requests.post(f"{real_master.url}/api/v1/commands", headers=headers, timeout=10,
+                      json={"config": {"entrypoint": "true", "description": "say true"}})
+    assert r.status_code == 200, r.text
+    command = r.json()["command"]["id"]
+    r = requests.post(f"{real_master.url}/api/v1/user/determined/jobs", headers=headers, timeout=10,
+                      json={"jobName": "pj", "image": "default", "taskRoles": [
+                          {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 1,
+                           "command": "true"}]})
+    assert r.status_code == 202, r.text
+    r = det("job", "update", command[:8], "--ahead-of", three_jobs[0][:8])
+    assert r.rc == 0, r.err
+    r = det("job", "list")
+    assert r.rc == 0, r.err
+    assert [(row[1], row[2], row[3]) for row in table_rows(r.out)] == [
+        (command[:8], "COMMAND", "say true"), (three_jobs[0][:8], "EXPERIMENT", "queued"),
+        (three_jobs[1][:8], "EXPERIMENT", "queued"), (three_jobs[2][:8], "EXPERIMENT", "queued"),
+        (table_rows(r.out)[4][1], "GENERIC", "pj")]

@@ -1,4 +1,5 @@
-"""The Job Queue page (``/jobs``): one pool's queue in scheduling order, as `det job list` shows it.
+"""The Job Queue page (``/jobs``): one pool's queue in scheduling order, as `det job list` shows it:
+experiments, OpenPAI jobs (type GENERIC), commands, shells and notebooks.
 
 Manage Job (priority or weight, pool, ahead of / behind / to the top) is a dialog that
 ``static/jobs.js`` turns into the same ``POST /api/v1/job-queues`` body `det job update` sends, so
@@ -16,7 +17,6 @@ from litestar.params import Parameter
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
-from controlplane.master.orchestration.snapshot import job_priority
 from controlplane.master.services import jobs as svc
 from controlplane.master.webui import render
 
@@ -32,9 +32,9 @@ class JobEntry:
     position: int  # jobs ahead of it in the pool's queue
     job_id: str
     short_id: str
-    kind: str
+    kind: str  # the v1Job type without TYPE_, as `det job list` shows it
     name: str
-    exp_id: int
+    exp_id: int | None  # an experiment's id (its row links to its page); None for other kinds
     priority: int
     weight: float
     submitted: Any
@@ -68,15 +68,15 @@ async def jobs_page(request: Request, pool: PoolName = None, limit: PageLimit = 
     async with rt.sessions() as session:
         rows = await svc.job_rows(session, rt, chosen)  # every open job of the pool: the order needs them all
     window = rows[offset:offset + limit]
-    short = short_ids([r.exp.job_id for r in rows])
-    jobs = [JobEntry(position=offset + i, job_id=r.exp.job_id, short_id=short[r.exp.job_id], kind="EXPERIMENT",
-                     name=r.exp.name, exp_id=r.exp.id, priority=job_priority(r.exp, config.policy),
-                     weight=r.exp.weight, submitted=r.exp.start_time, acquired=r.allocated, needed=r.requested,
-                     state="SCHEDULED" if r.scheduled else "QUEUED", username=r.username, owner_id=r.exp.owner_id)
+    short = short_ids([r.job_id for r in rows])
+    jobs = [JobEntry(position=offset + i, job_id=r.job_id, short_id=short[r.job_id], kind=r.type.removeprefix("TYPE_"),
+                     name=r.name, exp_id=r.experiment.id if r.experiment is not None else None, priority=r.priority,
+                     weight=r.weight, submitted=r.submitted, acquired=r.allocated, needed=r.requested,
+                     state="SCHEDULED" if r.scheduled else "QUEUED", username=r.username, owner_id=r.owner_id)
             for i, r in enumerate(window)]
     return render.page(request, "jobs.html", pools=names, pool=chosen, missing=False, jobs=jobs, total=len(rows),
                        fair_share=config.policy.scheduler == "fair_share",
-                       head=rows[0].exp.job_id if rows else "", limit=limit, offset=offset, self_url=_url(request))
+                       head=rows[0].job_id if rows else "", limit=limit, offset=offset, self_url=_url(request))
 
 
 def _url(request: Request) -> str:
