@@ -15,13 +15,17 @@ from collections.abc import Sequence
 from controlplane.cli import (
     agent,
     checkpoint,
+    command,
     deploy,
     experiment,
     job,
     model,
+    notebook,
     pai,
     resource_pool,
+    shell,
     template,
+    tensorboard,
     trial,
     user,
 )
@@ -36,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-u", "--user", metavar="NAME", help="act as this user (prompts for a password if needed)")
     parser.add_argument("--version", action="store_true", help="print the client version and exit")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
-    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy, pai):
+    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy, pai,
+                   command, shell, notebook, tensorboard):
         module.register(groups)
     return parser
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from controlplane.cli import context as ctx
-from controlplane.cli import render
+from controlplane.cli import render, ssh_keys
 from controlplane.cli.common import print_json, session_for
 from controlplane.cli.errors import CliError
 from controlplane.cli.progress import ProgressBody
@@ -314,19 +313,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 # ---- ssh ------------------------------------------------------------------------------------
 def ssh_files(username: str, job: str, info: dict[str, Any]) -> tuple[Path, Path]:
     """The job's key (0600) and known-hosts, in a 0700 folder of the user's config dir."""
-    from controlplane.cli.auth_store import store_path
-
-    folder = store_path().parent / "pai-ssh" / f"{username}-{job}"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    folder.chmod(0o700)
-    key = folder / "id_ed25519"
-    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(info["privateKey"].rstrip("\n") + "\n")
-    key.chmod(0o600)
-    known = folder / "known_hosts"
-    known.write_text("".join(f"{line}\n" for line in info["knownHosts"]))
-    return key, known
+    folder = ssh_keys.private_folder("pai-ssh", f"{username}-{job}")
+    return ssh_keys.write_key(folder, info["privateKey"]), ssh_keys.write_known_hosts(folder, info["knownHosts"])
 
 
 def ssh_argv(info: dict[str, Any], task: str, key: Path, known: Path, command: list[str]) -> list[str]:
@@ -334,9 +322,7 @@ def ssh_argv(info: dict[str, Any], task: str, key: Path, known: Path, command: l
     if found is None:
         running = ", ".join(c["id"] for c in info["containers"]) or "none"
         raise CliError(f"task {task} is not running (running tasks with SSH: {running})")
-    return ["ssh", "-i", str(key), "-p", str(found["sshPort"]), "-o", "IdentitiesOnly=yes",
-            "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
-            "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR", f"{info['user']}@{found['sshIp']}", *command]
+    return ssh_keys.ssh_argv(key, known, info["user"], found["sshIp"], found["sshPort"], command)
 
 
 def cmd_ssh(args: argparse.Namespace) -> int:
@@ -344,14 +330,8 @@ def cmd_ssh(args: argparse.Namespace) -> int:
     username = owner(session, args)
     info = session.get(f"{job_path(username, args.job)}/ssh")
     key, known = ssh_files(username, args.job, info)
-    command = list(args.remote_command)
-    argv = ssh_argv(info, args.task, key, known, command[1:] if command[:1] == ["--"] else command)
-    sys.stdout.flush()
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        raise CliError(f"cannot run ssh (OpenSSH's client): {e.strerror}") from None
-    return 0  # not reached
+    argv = ssh_argv(info, args.task, key, known, ssh_keys.remote_command(args.remote_command))
+    ssh_keys.exec_ssh(argv)
 
 
 # ---- parser ---------------------------------------------------------------------------------

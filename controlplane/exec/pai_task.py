@@ -101,8 +101,7 @@ async def _run(command: str) -> int:
         env.update(write_client_config(Path(os.environ.get("TMPDIR") or "/tmp") / SSH_DIR_NAME, env, key_file,
                                        host_public))
         if port.isdigit():
-            server = await task_sshd.serve(int(port), host_key_file, key_file, env)
-            print(f"pai_task: serving SSH on port {port}", file=sys.stderr, flush=True)
+            server = await task_sshd.serve(int(port), host_key_file, key_file, env)  # quietly: logs are the task's
     limit_mb = env.get(MEMORY_LIMIT_ENV, "")
     limit = int(limit_mb) * 1024 * 1024 if limit_mb.isdigit() and int(limit_mb) > 0 else None
 

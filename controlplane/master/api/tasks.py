@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, get
+from litestar.params import Parameter
 from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
+from controlplane.master.api.pai import AfterQuery
 from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Allocation, Experiment, PaiJob, Trial
 from controlplane.master.errors import NotFound
+from controlplane.master.services import commands
 from controlplane.state import allocation as A
+
+ScalarLimit = Annotated[int, Parameter(ge=1, le=10_000, description="reports per page")]
 
 
 @get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory",
@@ -51,4 +56,13 @@ async def list_tasks(request: Request) -> dict[str, Any]:
     return {"allocationIdToSummary": summary}
 
 
-ROUTES = [context_directory, list_tasks]
+@get("/api/v1/tasks/{task_id:str}/tensorboard/scalars", operation_id="GetTensorboardScalars",
+     opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
+async def tensorboard_scalars(request: Request, task_id: TaskId, after: AfterQuery = 0,
+                              limit: ScalarLimit = 1000) -> commands.Scalars:
+    """What a TensorBoard task shows: its experiments' metrics, paged by report id."""
+    require_task(principal_of(request), task_id)
+    return await commands.tensorboard_scalars(runtime_of(request), task_id, after, limit)
+
+
+ROUTES = [context_directory, list_tasks, tensorboard_scalars]

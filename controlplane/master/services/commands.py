@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import msgspec
@@ -29,7 +29,7 @@ from controlplane.common.timeutil import iso, utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.limits import Limits, check_plain
 from controlplane.master.authz import Action, allows, require_owner
-from controlplane.master.db.models import Allocation, PaiJob, User
+from controlplane.master.db.models import Allocation, Experiment, Metric, PaiJob, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.orchestration.transitions import record_initial
@@ -42,7 +42,10 @@ from controlplane.master.settings import parse_duration
 from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 
-KINDS = ("command", "shell", "notebook")
+KINDS = ("command", "shell", "notebook", "tensorboard")
+SERVED = ("notebook", "tensorboard")  # reached through the master's proxy, stopped when idle
+MAX_EXPERIMENTS = 100
+TENSORBOARD_ENV = "DET_TENSORBOARD_EXPERIMENTS"  # the experiment ids a TensorBoard shows, "1,2"
 DEFAULT_NOTEBOOK_IDLE_S = 30 * 60
 MAX_CONFIG_BYTES = 256 * 1024
 NOTEBOOK_PATH = "lab"
@@ -55,6 +58,9 @@ class LaunchRequest(msgspec.Struct, rename="camel", kw_only=True):
     config: dict[str, Any] = {}
     files: list[V1File] = []
     template_name: str | None = None
+    # A TensorBoard's experiments (Determined's v1LaunchTensorboardRequest).
+    experiment_ids: list[Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]] = []
+    trial_ids: list[Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]] = []
 
 
 def _config(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +88,7 @@ def _config(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest("invalid config: resources: must be a map")
     if not isinstance(env, dict):
         raise BadRequest("invalid config: environment: must be a map")
-    slots = resources.get("slots", 1)
+    slots = resources.get("slots", 0 if kind == "tensorboard" else 1)
     if isinstance(slots, bool) or not isinstance(slots, int) or not 0 <= slots <= 1024:
         raise BadRequest(f"invalid config: resources.slots: an integer from 0 to 1024, got {slots!r}")
     pool = resources.get("resource_pool") or "default"
@@ -117,6 +123,8 @@ def _task_command(kind: str, cfg: dict[str, Any], job_id: str) -> str:
         return cfg["command"]
     if kind == "shell":
         return "exec sleep infinity"  # the task's SSH server is the shell; it runs until killed
+    if kind == "tensorboard":
+        return f"exec python3 -m controlplane.exec.tensorboard_task --path-prefix /proxy/{job_id}"
     return ("exec python3 -m jupyterlab --no-browser --ip 0.0.0.0 --port \"$PAI_CONTAINER_HOST_http_PORT_LIST\" "
             f"--ServerApp.base_url=/proxy/{job_id}/ --IdentityProvider.token= --ServerApp.password= "
             "--ServerApp.allow_remote_access=True --ServerApp.disable_check_xsrf=False")
@@ -135,14 +143,36 @@ def job_json(kind: str, name: str, cfg: dict[str, Any], job_id: str, code: bool)
     return out
 
 
+async def _experiments(rt: MasterRuntime, kind: str, body: LaunchRequest) -> list[int]:
+    if kind != "tensorboard":
+        if body.experiment_ids or body.trial_ids:
+            raise BadRequest(f"experimentIds: only a TensorBoard shows experiments, not a {kind}")
+        return []
+    if body.trial_ids:
+        raise BadRequest("trialIds: give the trials' experiments (experimentIds); a TensorBoard here shows whole "
+                         "experiments")
+    if not body.experiment_ids or len(body.experiment_ids) > MAX_EXPERIMENTS:
+        raise BadRequest(f"experimentIds: one to {MAX_EXPERIMENTS} experiment ids")
+    ids = list(dict.fromkeys(body.experiment_ids))
+    async with rt.sessions() as session:
+        found = set((await session.scalars(select(Experiment.id).where(Experiment.id.in_(ids)))).all())
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise BadRequest(f"experimentIds: no experiment {', '.join(map(str, missing))}")
+    return ids
+
+
 async def launch(rt: MasterRuntime, user: AuthedUser, kind: str, body: LaunchRequest) -> dict[str, Any]:
     cfg = _config(kind, body.config)
+    experiments = await _experiments(rt, kind, body)
+    if experiments:
+        cfg["env"][TENSORBOARD_ENV] = ",".join(map(str, experiments))
     job_id = str(uuid.uuid4())
     name = f"{kind}-{job_id}"
     raw = job_json(kind, name, cfg, job_id, bool(body.files))
     job, _, archive, digest = await anyio.to_thread.run_sync(pai_svc.prepare, raw, list(body.files), True)
     pai_svc.check_pool(rt, job)
-    idle = cfg["idle_s"] if cfg["idle_s"] is not None else (DEFAULT_NOTEBOOK_IDLE_S if kind == "notebook" else None)
+    idle = cfg["idle_s"] if cfg["idle_s"] is not None else (DEFAULT_NOTEBOOK_IDLE_S if kind in SERVED else None)
     row = PaiJob(kind=kind, description=cfg["description"] or f"{kind.capitalize()} ({name})", idle_timeout_s=idle,
                  name=name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
                  resource_pool=cfg["pool"], job_id=job_id, priority=None, queue_position=time.time(), attempt=1,
@@ -165,11 +195,22 @@ def _state(job: PaiJob, alloc: Allocation | None) -> str:
     return "STATE_RUNNING" if alloc.state == A.RUNNING else "STATE_STARTING"
 
 
+def _exit_status(job: PaiJob, alloc: Allocation | None) -> str:
+    """Determined's wording: how the task ended (the job's completion-policy text is OpenPAI's)."""
+    if not J.PAI_JOB.is_terminal(job.state):
+        return ""
+    if job.state == J.STOPPED:
+        return f"killed: {job.exit_reason}" if job.exit_reason else "killed"
+    if alloc is not None and alloc.exit_code is not None:
+        return f"exited with code {alloc.exit_code}"
+    return (alloc.exit_reason if alloc is not None else "") or job.exit_reason
+
+
 def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Principal) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": job.job_id, "description": job.description, "state": _state(job, alloc), "container": None,
         "username": username, "userId": job.owner_id, "displayName": username, "resourcePool": job.resource_pool,
-        "exitStatus": job.exit_reason or "", "jobId": job.job_id, "workspaceId": 1,
+        "exitStatus": _exit_status(job, alloc), "jobId": job.job_id, "workspaceId": 1,
         "startTime": iso(job.created_at), "taskId": alloc.task_id if alloc is not None else "",
         "allocationId": alloc.id if alloc is not None else "",
         "exitCode": alloc.exit_code if alloc is not None and alloc.state == A.TERMINATED else None,
@@ -177,6 +218,10 @@ def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Pri
     entry = (gang.resources_of(alloc) or [{}])[0] if alloc is not None else {}
     if job.kind == "notebook":
         out["serviceAddress"] = f"/proxy/{job.job_id}/{NOTEBOOK_PATH}"
+    if job.kind == "tensorboard":
+        out["serviceAddress"] = f"/proxy/{job.job_id}/"
+        out["experimentIds"] = [int(i) for i in str(job.spec.get("jobEnvs", {}).get(TENSORBOARD_ENV, "")).split(",")
+                                if i.isdigit()]
     if job.kind == "shell":
         spec = pai_jobs.parsed(job)
         ports = pai_svc.ports_by_label(spec.task_roles[0], (entry.get("ports") or {}).get("pai") or [])
@@ -237,8 +282,8 @@ async def logs(rt: MasterRuntime, kind: str, job_id: str, after: int, limit: int
 
 @task_proxy.register_resolver
 async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.ProxyTarget | None:
-    """A running notebook's JupyterLab, which serves under ``/proxy/<id>/`` itself."""
-    job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind == "notebook"))
+    """A running notebook's JupyterLab or TensorBoard, which serves under ``/proxy/<id>/`` itself."""
+    job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind.in_(SERVED)))
     if job is None or J.PAI_JOB.is_terminal(job.state):
         return None
     allocs = await pai_jobs.attempt_allocations(session, job)
@@ -250,3 +295,37 @@ async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.Pro
         return None
     return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.get("address") or "127.0.0.1",
                                   port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}")
+
+
+class Scalar(msgspec.Struct, rename="camel", kw_only=True):
+    id: int
+    experiment_id: int
+    trial_id: int
+    group: str
+    steps_completed: int
+    metrics: dict[str, float]
+
+
+class Scalars(msgspec.Struct, rename="camel", kw_only=True):
+    scalars: list[Scalar]
+    next_after: int
+
+
+async def tensorboard_scalars(rt: MasterRuntime, task_id: str, after: int, limit: int) -> Scalars:
+    """A page of the numeric metrics of a TensorBoard task's experiments, by report id (what its
+    task turns into event files)."""
+    async with rt.sessions() as session:
+        job = await session.scalar(select(PaiJob).join(Allocation, Allocation.pai_job_id == PaiJob.id)
+                                   .where(Allocation.task_id == task_id, PaiJob.kind == "tensorboard").limit(1))
+        if job is None:
+            raise NotFound(f"task {task_id} is not a TensorBoard")
+        ids = [int(i) for i in str(job.spec.get("jobEnvs", {}).get(TENSORBOARD_ENV, "")).split(",") if i.isdigit()]
+        rows = (await session.execute(
+            select(Metric.id, Trial.experiment_id, Metric.trial_id, Metric.group, Metric.steps_completed,
+                   Metric.metrics).join(Trial, Trial.id == Metric.trial_id)
+            .where(Trial.experiment_id.in_(ids), Metric.id > after).order_by(Metric.id).limit(limit))).all()
+    out = [Scalar(id=row_id, experiment_id=exp_id, trial_id=trial_id, group=group, steps_completed=steps,
+                  metrics={k: float(v) for k, v in (values or {}).items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
+           for row_id, exp_id, trial_id, group, steps, values in rows]
+    return Scalars(scalars=out, next_after=out[-1].id if out else after)

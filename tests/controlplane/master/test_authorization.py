@@ -36,7 +36,8 @@ SESSION_ROUTES = {("POST", "/api/v1/auth/login"), ("POST", "/api/v1/auth/logout"
 CREATE_ROUTES = {("POST", "/api/v1/experiments"), ("POST", "/api/v1/models"),
                  ("POST", "/api/v1/templates/{template_name}"), ("POST", "/api/v1/workspaces"),
                  ("POST", "/api/v1/workspaces/{workspace_id}/projects"), ("POST", "/api/v1/pai/jobs"),
-                 ("POST", "/api/v1/commands"), ("POST", "/api/v1/shells"), ("POST", "/api/v1/notebooks")}
+                 ("POST", "/api/v1/commands"), ("POST", "/api/v1/shells"), ("POST", "/api/v1/notebooks"),
+                 ("POST", "/api/v1/tensorboards")}
 UNAUTHENTICATED = {Action.PUBLIC, Action.AGENT}
 
 
@@ -130,7 +131,7 @@ class Work:
     workspace_id: int
     project_id: int
     pai_job: str
-    commands: dict[str, str] = field(default_factory=dict)  # kind (command, shell, notebook) -> its id
+    commands: dict[str, str] = field(default_factory=dict)  # kind (command, shell, ...) -> its id
 
 
 @dataclass
@@ -213,8 +214,10 @@ async def seed(api) -> Seeded:  # noqa: ANN001
     for work, token in ((admins, admin), (owners, tokens["determined"])):  # after the trials: its task may start
         r = await api.post(f"/api/v1/user/{work.username}/jobs", headers=bearer(token), json=pai_job_json(work.pai_job))
         assert r.status_code == 202, r.text
-        for kind in ("command", "shell", "notebook"):
-            r = await api.post(f"/api/v1/{kind}s", headers=bearer(token), json={"config": {"entrypoint": "true"}})
+        for kind in ("command", "shell", "notebook", "tensorboard"):
+            body = {"config": {"entrypoint": "true"}, **({"experimentIds": [work.exp_id]} if kind == "tensorboard"
+                                                         else {})}
+            r = await api.post(f"/api/v1/{kind}s", headers=bearer(token), json=body)
             assert r.status_code == 200, r.text
             work.commands[kind] = r.json()[kind]["id"]
     return Seeded(admin, tokens, admins, owners)
@@ -262,6 +265,7 @@ def special_body(method: str, path: str, work: Work) -> Any:
         ("POST", "/api/v1/pai/jobs"): {"job": pai_job_json(f"job-{uuid.uuid4().hex[:8]}")},
         ("PUT", "/api/v1/user/{username}/jobs/{job_name}/executionType"): {"value": "STOP"},
         ("POST", "/api/v1/commands"): {"config": {"entrypoint": "true"}},
+        ("POST", "/api/v1/tensorboards"): {"experimentIds": [work.exp_id]},
     }.get((method, path))
 
 
