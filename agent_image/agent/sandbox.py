@@ -237,3 +237,16 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(root):
         for name in (*dirnames, *filenames):
             os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+def read_only_mounts(context_dir: Path, paths: Sequence[str]) -> list[Mount]:
+    """Folders of the unpacked context bound read-only over themselves in the workdir (an OpenPAI
+    job's codeDir). A path that leaves the context, or is not a folder in it, is skipped."""
+    mounts = []
+    root = context_dir.resolve()
+    for rel in paths:
+        source = (context_dir / rel).resolve()
+        if ".." in Path(rel).parts or Path(rel).is_absolute() or root not in source.parents or not source.is_dir():
+            continue
+        mounts.append(Mount(source, f"{WORKDIR}/{source.relative_to(root)}"))
+    return mounts

@@ -46,6 +46,7 @@ from .sandbox import (
     Sandbox,
     block_sigterm,
     chown_tree,
+    read_only_mounts,
     shared_fs_mount,
 )
 from .task_setup import build_command, build_env, check_executable, make_host_dir, write_info_files
@@ -242,6 +243,7 @@ class TaskRunner:
         safe_extract(tgz, model_copy)
         mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True),
                   Mount(model_copy, MODEL_COPY_DIR)]
+        mounts += read_only_mounts(context_dir, msg.read_only_paths)
         shared = shared_fs_mount(msg.trial_info)
         owner = self._sandbox.owner
         if shared is not None:

@@ -395,3 +395,13 @@ def _extras(r: _Reader, value: Any) -> dict[str, Any]:
         r.fail(f"extras.{e.path}" if e.path else "extras", e.rule)
         return {}
     return dict(value)
+
+
+CODE_DIR_DEFAULT = "code"
+
+
+def code_dir_name(code_dir: str) -> str:
+    """The folder of the working directory ``codeDir`` is copied into: its last component, as
+    OpenPAI's container script copies it (``./code`` for ``.../code``)."""
+    name = code_dir.rstrip("/").rpartition("/")[2]
+    return CODE_DIR_DEFAULT if name in ("", ".", "..") else name

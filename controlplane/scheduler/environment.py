@@ -30,6 +30,12 @@ class Image:
     cpu: str = DEFAULT
     cuda: str = DEFAULT
     rocm: str = DEFAULT
+    # An OpenPAI job's gpuType: only agents with a GPU model containing it (case-insensitively).
+    gpu_type: str | None = None
+
+    def fits_gpus(self, gpu_models: frozenset[str]) -> bool:
+        """Whether agents with these GPU models (their slots' brands, lower-cased) can run it."""
+        return self.gpu_type is None or any(self.gpu_type.lower() in m for m in gpu_models)
 
     def for_slot_type(self, slot_type: str) -> str:
         """The name for an agent whose slots are of this type (CPU for anything else)."""

@@ -77,9 +77,10 @@ class AgentSnapshot:
     zero_slot_tasks: int = 0
     environments: frozenset[str] = frozenset({DEFAULT})  # what it offers (every agent: default)
     slot_type: str = "cpu"  # its slots' device type: picks from an image map
+    gpu_models: frozenset[str] = frozenset()  # its slots' brands, lower-cased (an OpenPAI job's gpuType)
 
     def offers(self, image: Image) -> bool:
-        return image.for_slot_type(self.slot_type) in self.environments
+        return image.for_slot_type(self.slot_type) in self.environments and image.fits_gpus(self.gpu_models)
 
 
 @dataclass(frozen=True)

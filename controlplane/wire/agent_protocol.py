@@ -90,6 +90,9 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     ssh_key: str = ""
     # The host key of a task's own SSH server (an OpenPAI job's tasks): clients pin its public half.
     ssh_host_key: str = ""
+    # Folders of the working directory the task may read but not change (an OpenPAI job's codeDir),
+    # relative to it; enforced by the sandbox.
+    read_only_paths: list[str] = []
     # The task environment to run in (one of Register.environments), picked from the
     # experiment's environment.image by this agent's slot type.
     environment: str = DEFAULT_ENVIRONMENT

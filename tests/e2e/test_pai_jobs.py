@@ -25,6 +25,12 @@ me = f"{role}-{index}"
 for key in sorted(k for k in os.environ if k.startswith("PAI_")):
     print(f"{me} env {key}={os.environ[key]}", flush=True)
 print(f"{me} agent {os.environ['DET_AGENT_ID']}", flush=True)
+try:  # codeDir is the job's code: read-only in the task
+    open("code/written.txt", "w").close()
+    print(f"{me} code writable", flush=True)
+except OSError as e:
+    print(f"{me} code read-only (errno {e.errno})", flush=True)
+open("output.txt", "w").close()  # the rest of the working directory is the task's
 port = int(os.environ["PAI_CONTAINER_HOST_http_PORT_LIST"].split(",")[0])
 workers_met = set()
 
@@ -125,6 +131,7 @@ def test_the_guides_ps_and_worker_job_succeeds_when_both_workers_do(local_cluste
     ps1 = dict(re.findall(r"ps_server-1 env (PAI_\w+)=(.*)", logs))
     assert ps1["PAI_TASK_ROLE_worker_HOST_LIST"] == env["PAI_TASK_ROLE_worker_HOST_LIST"]
     assert ps1["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == "1"
+    assert "worker-0 code read-only (errno 30)" in logs and "code writable" not in logs, logs[-5000:]
     # the gang spans both agents
     agents = set(re.findall(r"\S+ agent (\S+)", logs))
     assert len(agents) == 2, logs[-5000:]
@@ -180,3 +187,18 @@ def test_tasks_ssh_to_each_other_by_alias_and_only_the_owner_gets_in(local_clust
                         f"det@{target['containerIp']}", "echo", "in"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 255 and "in" not in r.stdout.split() and "Permission denied" in r.stderr, r.stderr
     cluster.det("pai", "stop", "ssh-job")
+
+
+def test_a_task_using_more_than_its_roles_memory_fails_and_the_job_says_memory_is_enforced(local_cluster, tmp_path):
+    cluster = local_cluster(agents=1, slots=1)
+    job = {"jobName": "greedy", "image": "default", "taskRoles": [
+        {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 256, "gpuNumber": 0,
+         "command": "python3 -c 'b = bytearray(64 * 2**20); print(\"64 MB fine\", flush=True); "
+                    "c = bytearray(1024 * 2**20); print(\"1 GB too\")'"}]}
+    (tmp_path / "greedy.json").write_text(json.dumps(job))
+    cluster.det("pai", "submit", str(tmp_path / "greedy.json"))
+    detail = wait_final(cluster, "greedy", timeout=120)
+    logs = cluster.det("pai", "logs", "greedy").stdout
+    assert detail["jobStatus"]["state"] == "FAILED", logs
+    assert detail["jobStatus"]["memoryEnforced"] is True and "RLIMIT_DATA" in detail["jobStatus"]["memoryEnforcement"]
+    assert "64 MB fine" in logs and "MemoryError" in logs and "1 GB too" not in logs, logs

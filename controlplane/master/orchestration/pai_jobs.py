@@ -69,8 +69,10 @@ def group_id(job: PaiJob) -> str:
 
 
 def image_of(job: PaiJob) -> Image:
+    """The environment its tasks run in, and the GPU model they need (``gpuType``)."""
     name = str(job.spec.get("image") or "default")
-    return Image(name, name, name)
+    gpu_type = job.spec.get("gpuType")
+    return Image(name, name, name, gpu_type=str(gpu_type) if gpu_type else None)
 
 
 def task_order(job: pai_spec.PaiJob) -> list[tuple[str, int, int]]:
@@ -150,6 +152,7 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         orch._send_after_commit(agent_id, wire.StartTask(
             allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=[*WRAPPER, command],
             ssh_key=job.ssh_key, ssh_host_key=job.ssh_host_key,
+            read_only_paths=[pai_spec.code_dir_name(spec.code_dir)] if spec.code_dir and job.kind == "pai" else [],
             env=task_env, slot_ids=list(slots), session_token=token, context_hash=job.code_hash,
             kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[address],
             container_slot_counts=[len(slots)], environment=image_of(job).cpu))

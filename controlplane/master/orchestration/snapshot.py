@@ -105,6 +105,7 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
             schedulable=c.agent_id not in flags or (flags[c.agent_id].enabled and not flags[c.agent_id].draining),
             zero_slot_tasks=zero_slot.get(c.agent_id, 0),
             environments=frozenset(c.environments), slot_type=slot_type_of(s.type for s in c.slots),
+            gpu_models=frozenset(s.brand.lower() for s in c.slots if s.brand),
         )
         for c in rt.hub.connections.values()
     ]

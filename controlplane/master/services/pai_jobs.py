@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import PurePosixPath
 from typing import Any
 
 import anyio
@@ -41,7 +40,6 @@ from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 
 MAX_LOG_PAGE = 5000
-CODE_DIR_DEFAULT = "code"
 MEMORY_ENFORCEMENT = "RLIMIT_DATA of each task's command at its role's memoryMB (shmMB is not enforced)"
 SSH_USER = "det"  # any name works: the tasks' SSH servers check only the key
 
@@ -176,8 +174,7 @@ def prepare(raw: dict[str, Any], code_files: list[V1File],
         raise BadRequest("codeFiles: given, but the job names no codeDir")
     entries = [msgspec.to_builtins(f) for f in code_files]
     if job.code_dir and not code_at_root:  # OpenPAI copies codeDir into the working directory under its own name
-        top = PurePosixPath(job.code_dir.rstrip("/")).name or CODE_DIR_DEFAULT
-        top = CODE_DIR_DEFAULT if top in (".", "..") else top
+        top = pai_spec.code_dir_name(job.code_dir)
         entries = [{"path": top, "type": DIRECTORY, "mode": 0o755}] + [
             {**e, "path": f"{top}/{str(e['path']).lstrip('/')}"} for e in entries]
     try:
@@ -198,12 +195,19 @@ def check_pool(rt: MasterRuntime, job: pai_spec.PaiJob) -> None:
                                   max(r.gpu_number for r in job.task_roles))
     if problem:
         raise BadRequest(f"image: {problem}")
+    mine = [c for c in rt.hub.connections.values() if c.pool == job.virtual_cluster]
+    wanted = Image(gpu_type=job.gpu_type)
+    models = {s.brand.lower() for c in mine for s in c.slots if s.brand}
+    if job.gpu_type and mine and not wanted.fits_gpus(frozenset(models)):
+        have = ", ".join(sorted(models)) or "none (CPU slots only)"
+        raise BadRequest(f"gpuType: no agent of resource pool {job.virtual_cluster!r} has a GPU model matching "
+                         f"{job.gpu_type!r} (models: {have})")
     from controlplane.scheduler.gang import group_shape_error
     from controlplane.scheduler.model import AgentSnapshot
 
     agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
                             used_slot_ids=frozenset())
-              for c in rt.hub.connections.values() if c.pool == job.virtual_cluster]
+              for c in mine if wanted.fits_gpus(frozenset(s.brand.lower() for s in c.slots if s.brand))]
     tasks = tuple(n for _, _, n in pai_jobs.task_order(job))
     problem = group_shape_error(tasks, agents, job.virtual_cluster) if agents else None
     if problem:

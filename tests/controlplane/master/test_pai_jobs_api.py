@@ -231,3 +231,19 @@ async def test_a_job_name_is_unique_per_user_and_the_list_shows_it(api):
         ("tf-dist", "determined", "WAITING", 4, 2)]
     assert (await api.get("/api/v1/jobs", params={"limit": 1, "offset": 1})).json() == []
     assert (await api.get("/api/v1/user/determined/jobs/tf-dist/config")).json()["jobName"] == "tf-dist"
+
+
+async def test_gpu_type_places_tasks_only_on_agents_with_that_gpu_model(api):
+    k80 = FakeAgent(api.rt, "agent-k80", slots=2)
+    k80.slots = [wire.Slot(id=i, type="cuda", brand="Tesla K80") for i in range(2)]
+    a100 = FakeAgent(api.rt, "agent-a100", slots=2)
+    a100.slots = [wire.Slot(id=i, type="cuda", brand="NVIDIA A100-SXM4-40GB") for i in range(2)]
+    for a in (k80, a100):
+        await a.register()
+    r = await submit(api, job(gpuType="V100"))
+    assert r.status_code == 400
+    assert "gpuType: no agent of resource pool 'default' has a GPU model matching 'V100'" in r.json()["message"]
+    assert (await submit(api, job(gpuType="a100"))).status_code == 202
+    started = await starts([k80, a100], 4)
+    assert {a.agent_id for a, _ in started.values()} == {"agent-a100"}
+    assert k80.conn.outbox.empty()
