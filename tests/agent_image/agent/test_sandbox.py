@@ -145,3 +145,15 @@ async def test_process_runtime_must_be_asked_for_and_says_what_it_loses(
     await asyncio.sleep(0)
     log = (tmp_path / "agent-0.log").read_text()
     assert "NOT sandboxed" in log and "join token" in log
+
+
+def test_read_only_paths_stay_inside_the_context(tmp_path: Path) -> None:
+    from agent_image.agent.sandbox import WORKDIR, read_only_mounts
+
+    context = tmp_path / "context"
+    (context / "code" / "sub").mkdir(parents=True)
+    (context / "file.txt").write_text("x")
+    (tmp_path / "outside").mkdir()
+    (context / "escape").symlink_to(tmp_path / "outside")
+    mounts = read_only_mounts(context, ["code", "code/sub", "../outside", "/etc", "escape", "file.txt", "missing"])
+    assert [(m.target, m.writable) for m in mounts] == [(f"{WORKDIR}/code", False), (f"{WORKDIR}/code/sub", False)]
