@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.cli import context as ctx
-from controlplane.cli import render
+from controlplane.cli import pages, render
 from controlplane.cli.common import paged, print_json, session_for
-from controlplane.cli.errors import CliError
+from controlplane.cli.errors import ApiError, CliError
 from controlplane.cli.progress import ProgressBody
 from controlplane.cli.session import UPLOAD_TIMEOUT, Session
 
@@ -254,23 +254,8 @@ def _write_line(line: dict, as_json: bool) -> None:
 
 def drain_logs(session: Session, kind: str, task_id: str, after: int, as_json: bool = False) -> int:
     """Print every line after line id ``after``, a page at a time; the last id read."""
-    path = kind_path(kind, task_id, "logs")
-    while True:
-        page = session.get(path, {"after": after, "limit": LOG_PAGE})
-        lines = page.get("logs") if isinstance(page, dict) else None
-        if not isinstance(lines, list):
-            raise CliError(f"the master answered {path} without its logs")
-        for line in lines:
-            if isinstance(line, dict):
-                _write_line(line, as_json)
-        sys.stdout.flush()
-        next_after = page.get("nextAfter")
-        if not isinstance(next_after, int) or isinstance(next_after, bool) or next_after < after \
-                or (lines and next_after == after):
-            raise CliError(f"the master answered {path} without a usable nextAfter: {next_after!r}")
-        after = next_after
-        if len(lines) < LOG_PAGE:
-            return after
+    return pages.drain_lines(session, kind_path(kind, task_id, "logs"), {}, after,
+                             lambda line: _write_line(line, as_json), LOG_PAGE)
 
 
 def follow_logs(session: Session, kind: str, task_id: str, as_json: bool = False,
@@ -385,3 +370,66 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_run)
 
     add_common(sub, "command")
+
+
+# ---- tasks served through the master's proxy (notebooks, TensorBoards) ----------------------
+SERVING_WAIT_S = 300.0  # the served program's own start, after the task runs
+
+
+def service_url(session: Session, kind: str, task: dict[str, Any]) -> str:
+    """The master's URL of a notebook's or TensorBoard's ``serviceAddress``."""
+    address = task.get("serviceAddress")
+    if not isinstance(address, str) or not address.startswith("/"):
+        raise CliError(f"the master sent no service address for {kind} {task.get('id')}")
+    return session.master.rstrip("/") + address
+
+
+def wait_serving(session: Session, kind: str, task_id: str, status_path: str, timeout_s: float = SERVING_WAIT_S,
+                 interval: float = POLL_S) -> bool:
+    """True once ``/proxy/<id>/<status_path>`` answers through the master; False after ``timeout_s``;
+    CliError if the task ends or the master refuses this user."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            session.request("GET", f"/proxy/{task_id}/{status_path}").close()
+            return True
+        except ApiError as e:
+            if e.status in (401, 403):
+                raise
+        task = get_task(session, kind, task_id)
+        if task.get("state") == TERMINATED:
+            raise CliError(f"{kind} {task_id} ended before it answered: {task.get('exitStatus') or 'no reason given'}")
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def start_served(args: argparse.Namespace, status_path: str, extra: dict[str, Any] | None = None) -> int:
+    """Launch, wait until it runs and answers through the master, print its URL (-d: its id)."""
+    session = session_for(args)
+    task = launch(session, args.kind, launch_config(args), args.context, extra)
+    if args.detach:
+        print(task["id"])
+        return 0
+    try:
+        task = wait_running(session, args.kind, task["id"])
+        if not wait_serving(session, args.kind, task["id"], status_path):
+            print(f"Warning: the {args.kind} does not answer through the master yet; see det {args.kind} logs "
+                  f"{task['id']}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"\nThe {args.kind} goes on: det {args.kind} open {task['id']} for its URL, det {args.kind} kill "
+              f"{task['id']} to stop it", file=sys.stderr)
+        raise
+    print(f"{title(args.kind)} is running at:", file=sys.stderr)
+    print(service_url(session, args.kind, task))
+    return 0
+
+
+def cmd_open_served(args: argparse.Namespace) -> int:
+    session = session_for(args)
+    task = get_task(session, args.kind, resolve_id(session, args.kind, args.id))
+    if task.get("state") != RUNNING:
+        raise CliError(f"{args.kind} {task['id']} is not running "
+                       f"({render.format_state(task.get('state')) or 'no state'})")
+    print(service_url(session, args.kind, task))
+    return 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from controlplane.cli import context as ctx
-from controlplane.cli import render, ssh_keys
+from controlplane.cli import pages, render, ssh_keys
 from controlplane.cli.common import print_json, session_for
 from controlplane.cli.errors import CliError
 from controlplane.cli.progress import ProgressBody
@@ -257,22 +257,7 @@ def _print_line(line: dict, as_json: bool) -> None:
 
 def drain_logs(session: Session, path: str, params: dict[str, Any], after: int, as_json: bool) -> int:
     """Print every line after ``after``, a page at a time until a short page; the last id read."""
-    while True:
-        page = session.get(path, {**params, "after": after, "limit": LOG_PAGE})
-        lines = page.get("logs") if isinstance(page, dict) else None
-        if not isinstance(lines, list):
-            raise CliError(f"the master answered {path} without its logs")
-        for line in lines:
-            if isinstance(line, dict):
-                _print_line(line, as_json)
-        sys.stdout.flush()
-        next_after = page.get("nextAfter")
-        if not isinstance(next_after, int) or isinstance(next_after, bool) or next_after < after \
-                or (lines and next_after == after):
-            raise CliError(f"the master answered {path} without a usable nextAfter: {next_after!r}")
-        after = next_after
-        if len(lines) < LOG_PAGE:
-            return after
+    return pages.drain_lines(session, path, params, after, lambda line: _print_line(line, as_json), LOG_PAGE)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

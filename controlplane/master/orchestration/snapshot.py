@@ -56,6 +56,20 @@ def experiment_image(exp: Experiment) -> Image:
         return Image(UNUSABLE, UNUSABLE, UNUSABLE)
 
 
+def _holds(alloc: Allocation, used: dict[str, set[int]],
+           zero_slot: dict[str, int]) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], str | None]:
+    """A live allocation's slots per agent (added to ``used``) and, for a zero-slot task, its agent
+    (counted in ``zero_slot``)."""
+    resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
+    for agent_id, slots in resources:
+        used.setdefault(agent_id, set()).update(slots)
+    zero_agent = None
+    if alloc.slots_needed == 0 and gang.agents_of(alloc):
+        zero_agent = gang.agents_of(alloc)[0]
+        zero_slot[zero_agent] = zero_slot.get(zero_agent, 0) + 1
+    return resources, zero_agent
+
+
 async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
     pools = {p.name: p.policy for p in rt.settings.pools}
     rows = (await session.execute(
@@ -82,13 +96,7 @@ async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
                 submitted_at=_ts(exp.start_time), image=images[exp.id]))
             continue
         running_rows[alloc.id] = alloc
-        resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
-        for agent_id, slots in resources:
-            used.setdefault(agent_id, set()).update(slots)
-        zero_agent = None
-        if alloc.slots_needed == 0 and gang.agents_of(alloc):
-            zero_agent = gang.agents_of(alloc)[0]
-            zero_slot[zero_agent] = zero_slot.get(zero_agent, 0) + 1
+        resources, zero_agent = _holds(alloc, used, zero_slot)
         running.append(Running(
             allocation_id=alloc.id, job_id=exp.job_id, pool=alloc.resource_pool, resources=resources,
             priority=priority, weight=exp.weight, started_at=_ts(alloc.assigned_at),
@@ -130,13 +138,7 @@ async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pendin
             groups.setdefault(pai_jobs.group_id(job), (job, []))[1].append(alloc)
             continue
         running_rows[alloc.id] = alloc
-        resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
-        for agent_id, slots in resources:
-            used.setdefault(agent_id, set()).update(slots)
-        zero_agent = None
-        if alloc.slots_needed == 0 and gang.agents_of(alloc):
-            zero_agent = gang.agents_of(alloc)[0]
-            zero_slot[zero_agent] = zero_slot.get(zero_agent, 0) + 1
+        resources, zero_agent = _holds(alloc, used, zero_slot)
         running.append(Running(
             allocation_id=alloc.id, job_id=job.job_id, pool=alloc.resource_pool, resources=resources,
             priority=priority, started_at=_ts(alloc.assigned_at), preemptible=False,
