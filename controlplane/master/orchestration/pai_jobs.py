@@ -43,13 +43,14 @@ WRAPPER = ("python3", "-m", "controlplane.exec.pai_task", "--")
 MEMORY_LIMIT_ENV = "DET_TASK_MEMORY_LIMIT_MB"  # read by the wrapper: RLIMIT_DATA of the command
 TASK_TYPE = "PAI"
 
-# (job id, hash of its spec): parsed once; the hash keeps two databases in one process apart.
-_parsed: dict[tuple[int, int], pai_spec.PaiJob] = {}
+# By the job's queue id (a UUID, so two databases in one process never share one): a job's JSON
+# never changes, and the scheduler asks for it every tick.
+_parsed: dict[str, pai_spec.PaiJob] = {}
 
 
 def parsed(job: PaiJob) -> pai_spec.PaiJob:
     """The stored job JSON as the protocol's dataclass (it was validated at submit)."""
-    key = (job.id, hash(repr(job.spec)))
+    key = job.job_id
     hit = _parsed.get(key)
     if hit is None:
         hit = pai_spec.parse_job(job.spec)[0]
