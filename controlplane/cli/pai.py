@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from controlplane.pai.spec import PaiJob
 
 FINAL_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
+CODE_DIR_LIMIT = 200 * 1024 * 1024  # OpenPAI's limit on codeDir (a context's is 95 MiB)
 LIST_PAGE = 1000  # the master's largest list page
 LOG_PAGE = 1000
 FOLLOW_POLL_S = 1.0
@@ -143,7 +144,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     job = check_job(path, raw)
     session = session_for(args)
     if job.code_dir:
-        files = ctx.collect(code_dir_of(path, job.code_dir))
+        files = ctx.collect(code_dir_of(path, job.code_dir), limit=CODE_DIR_LIMIT)
         session.ensure_token()  # log in before the upload, not after a 401 on a big body
         body = ProgressBody(json.dumps({"job": raw, "codeFiles": files}).encode(), label="uploading codeDir")
         answer = session.post("/api/v1/pai/jobs", data=body, timeout=UPLOAD_TIMEOUT)

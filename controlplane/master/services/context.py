@@ -48,7 +48,7 @@ def _int(value: Any, where: str, default: int) -> int:
     return number
 
 
-def _check(entries: list) -> list[tuple[Any, names.Entry, int]]:
+def _check(entries: list, limit: int = MAX_CONTEXT_BYTES) -> list[tuple[Any, names.Entry, int]]:
     """Every entry checked, nothing decoded: (entry, its name record, kind)."""
     if len(entries) > names.MAX_ENTRIES:
         raise BadRequest(f"modelDefinition: the context has {len(entries)} entries, over the limit of "
@@ -69,8 +69,8 @@ def _check(entries: list) -> list[tuple[Any, names.Entry, int]]:
         if kind == SYMLINK:
             target = _decode(content, i, _field(entry, "path")).decode("utf-8", "replace")
         total += names.entry_cost(_decoded_size(content) if kind == FILE else len(target))
-        if total > MAX_CONTEXT_BYTES:
-            raise PayloadTooLarge(f"modelDefinition: the context is larger than {MAX_CONTEXT_BYTES} bytes "
+        if total > limit:
+            raise PayloadTooLarge(f"modelDefinition: the context is larger than {limit} bytes "
                                   f"(each of its {len(entries)} entries counts {names.ENTRY_COST} bytes "
                                   "for its header, plus its content)")
         checked.append((entry, names.Entry(_field(entry, "path"), KINDS[kind], target), kind))
@@ -89,13 +89,14 @@ def _decode(content: str, index: int, path: Any) -> bytes:
         raise BadRequest(f"modelDefinition[{index}].content: not valid base64 ({path!r})") from e
 
 
-def build_archive(entries: Any) -> tuple[bytes, str]:
-    """Returns (tar.gz bytes, sha256 hex). Raises BadRequest/PayloadTooLarge naming the entry."""
+def build_archive(entries: Any, limit: int = MAX_CONTEXT_BYTES) -> tuple[bytes, str]:
+    """Returns (tar.gz bytes, sha256 hex). Raises BadRequest/PayloadTooLarge naming the entry.
+    ``limit``: the bytes the entries may add up to (a context's 95 MiB by default)."""
     if entries is None:
         entries = []
     if not isinstance(entries, (list, tuple)):
         raise BadRequest("modelDefinition: must be a list of files")
-    checked = _check(list(entries))
+    checked = _check(list(entries), limit)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
         for i, (entry, record, kind) in enumerate(checked):

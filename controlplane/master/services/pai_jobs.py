@@ -31,7 +31,7 @@ from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.context import DIRECTORY, build_archive
+from controlplane.master.services.context import DIRECTORY, MAX_CONTEXT_BYTES, build_archive
 from controlplane.master.services.environments import environment_problem
 from controlplane.master.services.experiment_requests import V1File
 from controlplane.pai import spec as pai_spec
@@ -40,6 +40,7 @@ from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 
 MAX_LOG_PAGE = 5000
+CODE_DIR_LIMIT = 200 * 1024 * 1024  # OpenPAI's limit on a job's codeDir (a command's context keeps 95 MiB)
 MEMORY_ENFORCEMENT = "RLIMIT_DATA of each task's command at its role's memoryMB (shmMB is not enforced)"
 SSH_USER = "det"  # any name works: the tasks' SSH servers check only the key
 
@@ -178,7 +179,8 @@ def prepare(raw: dict[str, Any], code_files: list[V1File],
         entries = [{"path": top, "type": DIRECTORY, "mode": 0o755}] + [
             {**e, "path": f"{top}/{str(e['path']).lstrip('/')}"} for e in entries]
     try:
-        archive, digest = build_archive(entries)
+        archive, digest = build_archive(entries, CODE_DIR_LIMIT if job.code_dir and not code_at_root else
+                                        MAX_CONTEXT_BYTES)
     except ApiError as e:  # the context's checks name Determined's field; here the files are codeFiles
         e.message = e.message.replace("modelDefinition", "codeFiles")
         e.args = (e.message,)

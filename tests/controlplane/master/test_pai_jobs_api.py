@@ -247,3 +247,20 @@ async def test_gpu_type_places_tasks_only_on_agents_with_that_gpu_model(api):
     started = await starts([k80, a100], 4)
     assert {a.agent_id for a, _ in started.values()} == {"agent-a100"}
     assert k80.conn.outbox.empty()
+
+
+async def test_a_code_dir_may_be_larger_than_a_context_up_to_openpais_limit(api, monkeypatch):
+    import base64
+
+    from controlplane.master.services import pai_jobs as svc
+
+    monkeypatch.setattr(svc, "MAX_CONTEXT_BYTES", 10_000)  # scaled down: a context's 95 MiB ...
+    monkeypatch.setattr(svc, "CODE_DIR_LIMIT", 20_000)  # ... and OpenPAI's 200 MB for codeDir
+    files = [{"path": "train.py", "type": 48, "content": base64.b64encode(b"#" * 15_000).decode(), "mode": 0o644}]
+    r = await api.post("/api/v1/pai/jobs", json={"job": job(codeDir="./code"), "codeFiles": files})
+    assert r.status_code == 202, r.text
+    r = await api.post("/api/v1/commands", json={"config": {"entrypoint": "true"}, "files": files})
+    assert r.status_code == 413 and "codeFiles: the context is larger than 10000 bytes" in r.json()["message"]
+    big = [{**files[0], "content": base64.b64encode(b"#" * 25_000).decode()}]
+    r = await api.post("/api/v1/pai/jobs", json={"job": job("bigger", codeDir="./code"), "codeFiles": big})
+    assert r.status_code == 413 and "larger than 20000 bytes" in r.json()["message"]
