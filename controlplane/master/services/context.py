@@ -48,7 +48,7 @@ def _int(value: Any, where: str, default: int) -> int:
     return number
 
 
-def _check(entries: list, limit: int = MAX_CONTEXT_BYTES) -> list[tuple[Any, names.Entry, int]]:
+def _check(entries: list, limit: int) -> list[tuple[Any, names.Entry, int]]:
     """Every entry checked, nothing decoded: (entry, its name record, kind)."""
     if len(entries) > names.MAX_ENTRIES:
         raise BadRequest(f"modelDefinition: the context has {len(entries)} entries, over the limit of "
@@ -89,14 +89,14 @@ def _decode(content: str, index: int, path: Any) -> bytes:
         raise BadRequest(f"modelDefinition[{index}].content: not valid base64 ({path!r})") from e
 
 
-def build_archive(entries: Any, limit: int = MAX_CONTEXT_BYTES) -> tuple[bytes, str]:
+def build_archive(entries: Any, limit: int | None = None) -> tuple[bytes, str]:
     """Returns (tar.gz bytes, sha256 hex). Raises BadRequest/PayloadTooLarge naming the entry.
     ``limit``: the bytes the entries may add up to (a context's 95 MiB by default)."""
     if entries is None:
         entries = []
     if not isinstance(entries, (list, tuple)):
         raise BadRequest("modelDefinition: must be a list of files")
-    checked = _check(list(entries), limit)
+    checked = _check(list(entries), MAX_CONTEXT_BYTES if limit is None else limit)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
         for i, (entry, record, kind) in enumerate(checked):
