@@ -80,7 +80,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     queue: dict[str, list[Request]] = {}  # each job's pending gangs that could ever fit here
     limit: dict[str, int] = {}
     for q in sorted(pending, key=lambda q: (q.queue_position, q.submitted_at, q.allocation_id)):
-        if q.tasks:  # a task group (even one of zero-slot tasks only) is placed here, whole
+        if q.tasks and q.slots_needed > 0:  # a task group is placed here, whole (zero-slot ones apart)
             if not pool.view(q.image).could_ever_fit_group(q.tasks):
                 continue  # an impossible group (or environment) waits
         elif q.slots_needed <= 0 or not pool.view(q.image).could_ever_fit(q.slots_needed):

@@ -42,7 +42,7 @@ def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: S
         part = scheduler.plan_pool(policy, by_pool_pending[pool], by_pool_running.get(pool, []), pool_agents)
         result.placements.extend(part.placements)
         result.preemptions.extend(part.preemptions)
-        zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0 and not r.tasks]  # groups: above
+        zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0]  # groups of zero-slot tasks too
         if zero:
             ordered = _fifo(zero) if fair else priority.order(zero)
             result.placements.extend(zero_slot.place(policy, ordered, pool_agents))

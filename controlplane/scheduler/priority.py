@@ -83,7 +83,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     hopeless: set[tuple[Image, int]] = set()  # (environment, gang size) for which no victims sufficed
     for req in order(pending):
         n = req.slots_needed
-        if n <= 0 and not req.tasks:
+        if n <= 0:  # zero-slot work (a group of zero-slot tasks too) is scheduled separately
             continue  # zero-slot work is scheduled separately (a task group is not: it is placed here)
         if not pool.free:
             break  # every agent is placed on, reserved, or held for a blocked head

@@ -7,6 +7,9 @@ task) that runs the fewest zero-slot tasks (ties by agent id), below the pool's
 `max_zero_slot_per_agent` (Determined's max_aux_containers_per_agent). One heap per
 environment asked for keeps each choice O(environments · log agents); entries are checked
 against the agent's current count when popped.
+
+A group of zero-slot tasks (an OpenPAI job or a TensorBoard: ``Request.tasks`` all 0) is placed
+here too, whole or not at all, each task by the same rule, so a queued GPU job never holds it up.
 """
 
 from __future__ import annotations
@@ -36,9 +39,35 @@ def place(policy: PoolPolicy, ordered: Sequence[Request], agents: Sequence[Agent
                 serving.setdefault(a, []).append(name)
         return heaps[name]
 
+    def group(req: Request) -> tuple[str, ...] | None:
+        """An agent per task of a zero-slot group, each the least busy below the cap; None if any waits."""
+        name = req.image.for_slot_type("cpu")
+        counts = {a: n for a, n in tasks.items()
+                  if name in by_id[a].environments and req.image.fits_gpus(by_id[a].gpu_models)}
+        picks: list[str] = []
+        for _ in req.tasks:
+            free = [a for a, n in counts.items() if n < cap]
+            if not free:
+                return None
+            chosen = min(free, key=lambda a: (counts[a], a))
+            counts[chosen] += 1
+            picks.append(chosen)
+        return tuple(picks)
+
     out: list[Placement] = []
     for req in ordered:
         if req.slots_needed > 0:
+            continue
+        if req.tasks:
+            picks = group(req)
+            if picks is None:
+                continue  # not every task has room: the group waits
+            for agent_id in set(picks):
+                tasks[agent_id] += picks.count(agent_id)
+                if tasks[agent_id] < cap:
+                    for name in serving.get(agent_id, []):
+                        heapq.heappush(heaps[name], (tasks[agent_id], agent_id))
+            out.append(Placement(req.allocation_id, tuple((a, ()) for a in picks)))
             continue
         heap = heap_for(req.image)
         while heap and heap[0][0] != tasks[heap[0][1]]:

@@ -231,25 +231,26 @@ async def stop(orch: Orchestrator, session: AsyncSession, job: PaiJob, who: str,
 
 
 IDLE_CHECK_S = 5.0
+SERVED_KINDS = ("notebook", "tensorboard")  # reached through the master's proxy: stopped when idle
 _idle_checked = {"at": 0.0}
 
 
 async def reap_idle(orch: Orchestrator, session: AsyncSession) -> None:
-    """Stops notebooks that nobody used through the master's proxy for their ``idle_timeout``
+    """Stops notebooks and TensorBoards nobody used through the master's proxy for their ``idle_timeout``
     (never used: counted from their launch). Looked at every few seconds, not every tick."""
     now = time.monotonic()
     if now - _idle_checked["at"] < IDLE_CHECK_S:
         return
     _idle_checked["at"] = now
     rows = (await session.scalars(select(PaiJob).where(
-        PaiJob.kind == "notebook", PaiJob.state == J.RUNNING, PaiJob.idle_timeout_s.is_not(None)))).all()
+        PaiJob.kind.in_(SERVED_KINDS), PaiJob.state == J.RUNNING, PaiJob.idle_timeout_s.is_not(None)))).all()
     for job in rows:
         idle = task_proxy.idle_for(job.job_id)
         if idle is None:
             launched = aware(job.launched_at)
             idle = (utcnow() - launched).total_seconds() if launched is not None else 0.0
         if job.idle_timeout_s is not None and idle > job.idle_timeout_s:
-            log.info("notebook %s idle for %.0fs: stopping it", job.job_id, idle)
+            log.info("%s %s idle for %.0fs: stopping it", job.kind, job.job_id, idle)
             await stop(orch, session, job, "the idle timeout",
                        f"idle for {idle:.0f}s (idle_timeout {job.idle_timeout_s}s)")
             task_proxy.forget(job.job_id)

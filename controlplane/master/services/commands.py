@@ -43,7 +43,7 @@ from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 
 KINDS = ("command", "shell", "notebook", "tensorboard")
-SERVED = ("notebook", "tensorboard")  # reached through the master's proxy, stopped when idle
+SERVED = pai_jobs.SERVED_KINDS  # reached through the master's proxy, stopped when idle
 MAX_EXPERIMENTS = 100
 TENSORBOARD_ENV = "DET_TENSORBOARD_EXPERIMENTS"  # the experiment ids a TensorBoard shows, "1,2"
 DEFAULT_NOTEBOOK_IDLE_S = 30 * 60

@@ -4,8 +4,10 @@ runs JupyterLab under the master's proxy path, and only the owner or an admin ki
 
 from __future__ import annotations
 
+import pytest
+
 from controlplane.wire import agent_protocol as wire
-from tests.controlplane.master.conftest import FakeAgent
+from tests.controlplane.master.conftest import FakeAgent, create_experiment
 from tests.controlplane.master.test_ownership import add_user
 
 
@@ -75,7 +77,8 @@ async def test_a_notebook_runs_jupyterlab_under_its_proxy_path(api):
     assert (await api.get("/api/v1/notebooks/00000000-0000-0000-0000-000000000000")).status_code == 404
 
 
-async def test_a_notebook_nobody_uses_past_its_idle_timeout_is_stopped(api, monkeypatch):
+@pytest.mark.parametrize("kind", ["notebook", "tensorboard"])
+async def test_a_notebook_or_tensorboard_nobody_uses_past_its_idle_timeout_is_stopped(api, monkeypatch, kind):
     import time
 
     from controlplane.master.orchestration import pai_jobs
@@ -84,7 +87,11 @@ async def test_a_notebook_nobody_uses_past_its_idle_timeout_is_stopped(api, monk
     monkeypatch.setattr(pai_jobs, "IDLE_CHECK_S", 0.0)
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
-    nb = (await api.post("/api/v1/notebooks", json={"config": {"idle_timeout": "10m"}})).json()["notebook"]
+    body: dict = {"config": {"idle_timeout": "10m"}}
+    if kind == "tensorboard":
+        body["experimentIds"] = [await create_experiment(api)]
+        await agent.next_message()  # the experiment's trial takes the slot; the TensorBoard needs none
+    nb = (await api.post(f"/api/v1/{kind}s", json=body)).json()[kind]
     start = await agent.next_message()
     await agent.start(start)
     task_proxy.touch(nb["id"], time.monotonic() - 60)  # used a minute ago: kept
@@ -94,5 +101,5 @@ async def test_a_notebook_nobody_uses_past_its_idle_timeout_is_stopped(api, monk
     kill = await agent.next_message()
     assert isinstance(kill, wire.KillTask) and kill.allocation_id == start.allocation_id
     await agent.exit(start.allocation_id, 143)
-    done = (await api.get(f"/api/v1/notebooks/{nb['id']}")).json()["notebook"]
+    done = (await api.get(f"/api/v1/{kind}s/{nb['id']}")).json()[kind]
     assert done["state"] == "STATE_TERMINATED" and "idle_timeout 600s" in done["exitStatus"]

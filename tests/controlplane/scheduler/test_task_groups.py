@@ -69,12 +69,24 @@ def test_zero_slot_tasks_spread_over_the_agents():
     assert where(p) == {"mixed": (("b", ()), ("a", (0, 1)), ("a", ()))}
 
 
-def test_a_group_of_zero_slot_tasks_is_placed_whole_as_one_placement():
-    # Not as separate CPU tasks: one placement naming an agent per task, even past the per-agent
-    # zero-slot cap that single CPU tasks obey.
-    policy = {"default": PoolPolicy("default", max_zero_slot_per_agent=1)}
+def test_a_group_of_zero_slot_tasks_is_placed_whole_under_the_zero_slot_cap():
+    # One placement naming an agent per task; each task counts toward the pool's per-agent cap on
+    # zero-slot tasks, as a single CPU task does: all of them fit, or none is placed.
+    policy = {"default": PoolPolicy("default", max_zero_slot_per_agent=2)}
     p = plan(policy, [group("cpu", [0, 0])], [], [agent("a", 1)], NOW)
     assert where(p) == {"cpu": (("a", ()), ("a", ()))}
+    p = plan(policy, [group("cpu", [0, 0, 0]), req("tb", 0)], [], [agent("a", 1)], NOW)
+    assert where(p) == {"tb": (("a", ()),)}  # three do not fit under the cap: the group waits whole
+
+
+def test_a_group_of_zero_slot_tasks_is_not_held_up_by_a_queued_gang():
+    # A TensorBoard (one zero-slot task) while the head of the queue waits for slots it cannot get.
+    busy = [running("trial", {"a": (0,)}, job="EXP")]
+    full = [agent("a", 1, used=(0,))]
+    for scheduler in ("priority", "fair_share"):
+        p = plan(pools(scheduler=scheduler), [req("next-trial", 1, job="EXP", priority=1),
+                                              group("tb", [0], job="TB", priority=90)], busy, full, NOW)
+        assert where(p) == {"tb": (("a", ()),)}, scheduler
 
 
 def test_a_group_never_causes_a_preemption():
