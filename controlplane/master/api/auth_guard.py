@@ -52,10 +52,15 @@ async def current_user(request: ASGIConnection) -> AuthedUser:
         if (request.scope.get("method") not in webui_session.SAFE_METHODS and not webui_session.csrf_ok(request, token)
                 and not webui_session.proxied_same_origin(request)):
             raise Forbidden("a request signed in by the session cookie needs its X-CSRF-Token header")
+    return await user_for(request, token)
+
+
+async def user_for(connection: ASGIConnection, token: str) -> AuthedUser:
+    """The signed-in user a user token names (cached), or 401."""
     key = token_hash(token)
     user = USER_TOKENS.get(key)
     if user is None:
-        rt = runtime_of(request)
+        rt = runtime_of(connection)
         async with rt.sessions() as session:
             user = await user_for_token(session, token)
         if user is None:

@@ -36,7 +36,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 import httpx
 from litestar import Litestar, Request, Response, WebSocket, route, websocket
@@ -48,14 +48,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Subprotocol
 
-from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of
+from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of, user_for
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import task_proxy as svc
-from controlplane.master.services.auth import token_hash, user_for_token
-from controlplane.master.services.token_cache import USER_TOKENS
 from controlplane.master.webui import session as webui_session
 
 log = logging.getLogger("controlplane.master.task_proxy")
@@ -296,13 +294,6 @@ async def proxy_http(request: Request, task_id: str) -> Response:
 
 
 # ---- WebSocket -------------------------------------------------------------------------------
-def _same_origin(socket: WebSocket) -> bool:
-    origin, host = socket.headers.get("origin"), socket.headers.get("host")
-    if not origin or not host:
-        return False
-    return urlsplit(origin).netloc.lower() == host.lower()
-
-
 async def socket_user(socket: WebSocket) -> AuthedUser:
     """The user a WebSocket handshake signs in as (see the module docstring)."""
     token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
@@ -311,19 +302,10 @@ async def socket_user(socket: WebSocket) -> AuthedUser:
         if token is None:
             raise Unauthenticated("missing credentials: send Authorization: Bearer, a token query parameter, "
                                   "or the web UI's session cookie")
-        if not _same_origin(socket):
+        if not webui_session.origin_is_host(socket):
             raise Forbidden("a WebSocket signed in by the session cookie must be opened by a page of this master "
                             "(its Origin must match the Host)")
-    key = token_hash(token)
-    user = USER_TOKENS.get(key)
-    if user is None:
-        rt: MasterRuntime = runtime_of(socket)
-        async with rt.sessions() as session:
-            user = await user_for_token(session, token)
-        if user is None:
-            raise Unauthenticated("invalid or expired token")
-        USER_TOKENS.put(key, user)
-    return user
+    return await user_for(socket, token)
 
 
 def without_token_param(query: str) -> str:

@@ -50,10 +50,17 @@ def proxied_same_origin(connection: ASGIConnection) -> bool:
     every state-changing request and pages cannot forge it, so it proves the same origin."""
     if not connection.url.path.startswith("/proxy/"):
         return False
-    origin = connection.headers.get("origin")
-    if origin:
-        return urlsplit(origin).netloc == connection.headers.get("host", "")
+    if connection.headers.get("origin"):
+        return origin_is_host(connection)
     return connection.headers.get("sec-fetch-site") == "same-origin"
+
+
+def origin_is_host(connection: ASGIConnection) -> bool:
+    """The request's ``Origin`` names the host it was sent to: a page of this master made it."""
+    origin, host = connection.headers.get("origin"), connection.headers.get("host")
+    if not origin or not host:
+        return False
+    return urlsplit(origin).netloc.lower() == host.lower()
 
 
 def is_page(connection: ASGIConnection) -> bool:
