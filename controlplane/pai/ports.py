@@ -11,6 +11,12 @@ Here, unlike YARN, several tasks may share an agent, so ports are booked per age
 tasks (and the ports it already uses). Static ports must lie in the agent's range too: the range is
 what the agent offers jobs. Tasks are served in role order, then task index, so the result is
 deterministic.
+
+Unlike YARN, too, a host may run the agents of two masters (two clusters on one machine, or a test
+run beside another), and neither master knows the other's ports. The scan for dynamic ports
+therefore starts at ``AgentPorts.start`` (the master hashes it from the job's id, as it does for a
+trial's rendezvous ports) and wraps around the range: lowest-first from there. With ``start`` at
+``low`` it is the launcher's own order.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class AgentPorts:
     low: int  # the agent's port range for jobs, inclusive
     high: int
     used: frozenset[int] = frozenset()
+    start: int | None = None  # where the scan for dynamic ports begins (None: at low)
 
 
 class PortError(ValueError):
@@ -60,17 +67,25 @@ class _Book:
     def __init__(self, agent: AgentPorts) -> None:
         self.agent = agent
         self.taken = set(agent.used)
-        self.cursor = agent.low
+        start = agent.low if agent.start is None else agent.start
+        self.cursor = start if agent.low <= start <= agent.high else agent.low
+        self.scanned = 0  # ports looked at since the start: the scan wraps once, never twice
 
     def lowest_free(self, count: int) -> tuple[int, ...] | None:
+        """The next ``count`` free ports from the cursor, wrapping past ``high`` to ``low``."""
+        low, size = self.agent.low, self.agent.high - self.agent.low + 1
         found: list[int] = []
-        for n in range(self.cursor, self.agent.high + 1):
+        n, scanned = self.cursor, self.scanned
+        while scanned < size:
+            scanned += 1
             if n not in self.taken:
                 found.append(n)
                 if len(found) == count:
                     self.taken.update(found)
-                    self.cursor = n + 1
+                    self.cursor = low + (n + 1 - low) % size
+                    self.scanned = scanned
                     return tuple(found)
+            n = low + (n + 1 - low) % size
         return None
 
 

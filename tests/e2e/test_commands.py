@@ -34,7 +34,8 @@ def described(cluster, kind: str, task: str) -> dict:  # noqa: ANN001
 def wait_state(cluster, kind: str, task: str, state: str, timeout: float = 180) -> dict:  # noqa: ANN001
     deadline = time.time() + timeout
     while (found := described(cluster, kind, task))["state"] != state:
-        assert found["state"] != "STATE_TERMINATED" and time.time() < deadline, found
+        assert found["state"] != "STATE_TERMINATED" and time.time() < deadline, (
+            found, cluster.det(kind, "logs", task, check=False).stdout[-3000:])
         time.sleep(1)
     return found
 

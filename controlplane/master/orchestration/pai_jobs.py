@@ -109,8 +109,11 @@ def attempt_of(alloc: Allocation) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def _host_ports(address: str, used: dict[str, set[int]]) -> ports.AgentPorts:
-    return ports.AgentPorts(rendezvous.PORT_LOW, rendezvous.PORT_HIGH - 1, frozenset(used.get(address, ())))
+def _host_ports(job_id: str, address: str, used: dict[str, set[int]]) -> ports.AgentPorts:
+    # The scan starts where the job's id hashes to: another master's agents on the same host (which
+    # this master cannot see) then rarely hold the ports this one hands out (rendezvous does the same).
+    return ports.AgentPorts(rendezvous.PORT_LOW, rendezvous.PORT_HIGH - 1, frozenset(used.get(address, ())),
+                            start=rendezvous.hashed_start(job_id))
 
 
 async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Sequence[Allocation],
@@ -124,7 +127,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
     where = {(role, index): addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
              for (role, index, _), (agent, _) in zip(order, resources, strict=True)}
     try:
-        booked = ports.assign_ports(spec, where, {addr: _host_ports(addr, used) for addr in set(where.values())})
+        agents = {addr: _host_ports(job.id, addr, used) for addr in set(where.values())}
+        booked = ports.assign_ports(spec, where, agents)
     except ports.PortError as e:
         log.warning("PAI job %s cannot start yet: %s", job.id, e)
         return False

@@ -52,9 +52,14 @@ def used_ports(allocs: Iterable[Allocation]) -> dict[str, set[int]]:
     return used
 
 
+def hashed_start(key: str) -> int:
+    """Where a search for free ports begins for ``key`` (an allocation's or a job's id)."""
+    return PORT_LOW + zlib.crc32(key.encode()) % (PORT_HIGH - PORT_LOW)
+
+
 class _Picker:
     def __init__(self, alloc_id: str, used: dict[str, set[int]]) -> None:
-        self.next = PORT_LOW + zlib.crc32(alloc_id.encode()) % (PORT_HIGH - PORT_LOW)
+        self.next = hashed_start(alloc_id)
         self.used = used
 
     def take(self, address: str) -> int:

@@ -98,3 +98,22 @@ def test_many_tasks_on_a_wide_range_stay_fast():
     job = parse_job(raw)[0]
     got = assign_ports(job, {("ps_server", i): "a" for i in range(1000)}, {"a": AgentPorts(1024, 65535)})
     assert got[("ps_server", 999)]["ssh"] == (1024 + 62 * 1000 - 1,)
+
+
+def test_dynamic_ports_start_at_the_agents_start_and_wrap_around_the_range():
+    # Another master's tasks on the same host hold ports this master cannot see: the master starts
+    # each job's scan at a hashed offset, so the scan begins there and wraps past the top.
+    agents = {"a": AgentPorts(20000, 20010, frozenset({20009}), start=20008)}
+    got = assign_ports(job_with(), ALL_ON_A, agents)
+    assert got == {
+        ("ps_server", 0): {"http": (20008,), "ssh": (20010,)},
+        ("ps_server", 1): {"http": (20000,), "ssh": (20001,)},
+        ("worker", 0): {"http": (20002,), "ssh": (20003,)},
+        ("worker", 1): {"http": (20004,), "ssh": (20005,)},
+    }
+
+
+def test_a_wrapped_scan_still_runs_out_after_one_round():
+    agents = {"a": AgentPorts(20000, 20006, start=20004)}
+    with pytest.raises(PortError, match=r"worker\[1\] on agent a: port type 'ssh' needs 1 free port"):
+        assign_ports(job_with(), ALL_ON_A, agents)
