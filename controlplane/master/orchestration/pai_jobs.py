@@ -109,11 +109,11 @@ def attempt_of(alloc: Allocation) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def _host_ports(job_id: str, address: str, used: dict[str, set[int]]) -> ports.AgentPorts:
+def _host_ports(job_key: str, address: str, used: dict[str, set[int]]) -> ports.AgentPorts:
     # The scan starts where the job's id hashes to: another master's agents on the same host (which
     # this master cannot see) then rarely hold the ports this one hands out (rendezvous does the same).
     return ports.AgentPorts(rendezvous.PORT_LOW, rendezvous.PORT_HIGH - 1, frozenset(used.get(address, ())),
-                            start=rendezvous.hashed_start(job_id))
+                            start=rendezvous.hashed_start(job_key))
 
 
 async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Sequence[Allocation],
@@ -127,7 +127,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
     where = {(role, index): addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
              for (role, index, _), (agent, _) in zip(order, resources, strict=True)}
     try:
-        agents = {addr: _host_ports(job.id, addr, used) for addr in set(where.values())}
+        # the queue's job id is a UUID: a row id would be 1 for every master's first job
+        agents = {addr: _host_ports(job.job_id, addr, used) for addr in set(where.values())}
         booked = ports.assign_ports(spec, where, agents)
     except ports.PortError as e:
         log.warning("PAI job %s cannot start yet: %s", job.id, e)
