@@ -1,0 +1,1 @@
+"""The master instance's boot script (`master-boot.sh.tmpl`), rendered by `render.py`."""
