@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from controlplane.cli import (
     agent,
+    agent_image,
     checkpoint,
     command,
     deploy,
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the client version and exit")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
     for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy, pai,
-                   command, shell, notebook, tensorboard):
+                   command, shell, notebook, tensorboard, agent_image):
         module.register(groups)
     return parser
 

@@ -1,0 +1,54 @@
+"""moto (EC2, server mode, on loopback) and the stand-in builder for the bake's tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from agent_image.bake.common import Timeouts
+from tests.agent_image.bake.builder_rig import BuilderSshServer
+from tests.support.moto_server import moto_server_thread
+
+REGION = "us-west-2"
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SECURITY_TOKEN": "testing",
+           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
+# moto's instances run, stop and terminate at once; nothing here waits on a clock.
+FAST = Timeouts(ssh_deadline_s=10, ssh_retry_s=0.2, host_key_wait_s=0, poll_s=1, instance_wait_s=10,
+                image_wait_s=10)
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    with moto_server_thread() as url:
+        yield url
+
+
+@pytest.fixture
+def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    for k, v in AWS_ENV.items():
+        monkeypatch.setenv(k, v)
+    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
+    return moto_server
+
+
+@pytest.fixture
+def ec2(moto_url: str) -> Any:
+    import boto3
+
+    return boto3.session.Session().client("ec2", region_name=REGION, endpoint_url=moto_url)
+
+
+@pytest.fixture
+def base_image(ec2: Any) -> str:
+    """One of moto's stock AMIs."""
+    return ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+
+
+@pytest.fixture
+def builder(tmp_path: Path) -> Iterator[BuilderSshServer]:
+    with BuilderSshServer(tmp_path) as server:
+        yield server
