@@ -32,6 +32,7 @@ import requests
 import yaml
 
 from controlplane.cli import deploy_procs as procs
+from controlplane.cli.deploy_cloud import register_targets as register_cloud_targets
 from controlplane.cli.errors import CliError
 
 MASTER_START_TIMEOUT_S = 60.0
@@ -481,6 +482,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("deploy", help="run a cluster")
     targets = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
+    register_cloud_targets(targets)  # aws, gcp
     local = targets.add_parser("local", help="a master and agents as local processes")
     sub = local.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -1,7 +1,7 @@
 """A tiny Compute Engine REST endpoint for tests (no usable GCE emulator exists).
 
 Serves just what the real google-cloud-compute client calls: instances insert/get/list/
-delete, the aggregated list, and zone operations get/wait (always DONE). Label filters of
+delete/stop, the aggregated list, and zone operations get/wait (always DONE). Label filters of
 the form `labels.k = "v"` joined by AND are honoured, and lists are paginated. Faults are
 scripted per zone: an operation error (how GCE reports stockouts) or an HTTP error.
 """
@@ -26,6 +26,7 @@ _ROUTES = [
     ("GET", re.compile(_BASE + r"/aggregated/instances$"), "aggregated"),
     ("GET", re.compile(_BASE + r"/zones/(?P<z>[^/]+)/instances/(?P<n>[^/]+)$"), "get"),
     ("DELETE", re.compile(_BASE + r"/zones/(?P<z>[^/]+)/instances/(?P<n>[^/]+)$"), "delete"),
+    ("POST", re.compile(_BASE + r"/zones/(?P<z>[^/]+)/instances/(?P<n>[^/]+)/stop$"), "stop"),
     ("GET", re.compile(_BASE + r"/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)$"), "op"),
     ("POST", re.compile(_BASE + r"/zones/(?P<z>[^/]+)/operations/(?P<o>[^/]+)/wait$"), "op"),
 ]
@@ -160,6 +161,13 @@ class _Handler(BaseHTTPRequestHandler):
         if inst is None:
             return self._error(404, f"The resource '{g['n']}' was not found", "notFound")
         self._send(200, self._op(g["p"], g["z"], inst["selfLink"], "delete"))
+
+    def _h_stop(self, g: dict[str, str], _q: dict[str, str]) -> None:
+        inst = self.state.instances.get((g["p"], g["z"], g["n"]))
+        if inst is None:
+            return self._error(404, f"The resource '{g['n']}' was not found", "notFound")
+        inst["status"] = "TERMINATED"  # what GCE calls a stopped instance
+        self._send(200, self._op(g["p"], g["z"], inst["selfLink"], "stop"))
 
     def _h_op(self, g: dict[str, str], _q: dict[str, str]) -> None:
         op = self.state.operations.get(g["o"])

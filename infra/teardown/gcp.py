@@ -1,0 +1,100 @@
+"""`down`'s cleanup on GCP: stop the master, delete every instance labelled with the deployment.
+
+Membership is the `det-deployment` label (the master's pool labels every agent it launches; the
+master carries `det-role=master`), in the zones of the deployment's region. GCE has no separate
+spot requests: a spot VM is an instance like any other. The master is only stopped: Pulumi owns
+it. Deletes are not waited on one by one; the labelled list is polled until they are gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from infra.gcp_clients import GcpClients
+from infra.gcp_errors import is_not_found, message, operation_error, sdk_errors
+from infra.options import TAG_DEPLOYMENT, TAG_ROLE
+from infra.teardown import TeardownError, TeardownReport
+
+STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
+
+
+@dataclass(frozen=True)
+class Found:
+    name: str
+    zone: str
+    status: str
+    role: str | None
+
+
+def _labelled(instances: Any, project: str, region: str, cluster_id: str) -> list[Found]:
+    pager = instances.aggregated_list(request={"project": project,
+                                               "filter": f'labels.{TAG_DEPLOYMENT} = "{cluster_id}"'})
+    found = []
+    for _scope, scoped in pager:
+        for raw in scoped.instances:
+            zone = raw.zone.rsplit("/", 1)[-1]
+            if zone.startswith(region + "-"):
+                found.append(Found(raw.name, zone, raw.status, dict(raw.labels).get(TAG_ROLE)))
+    return found
+
+
+def teardown(clients: GcpClients, project: str, region: str, cluster_id: str, *,
+             say: Callable[[str], None] = print, timeout_s: float = 600.0, poll_s: float = 5.0,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> TeardownReport:
+    report = TeardownReport()
+    instances = clients.instances()
+    try:
+        found = _labelled(instances, project, region, cluster_id)
+        masters = [f for f in found if f.role == "master" and f.status not in STOPPED]
+        if masters:
+            say(f"Stopping the master ({', '.join(m.name for m in masters)}) so that it launches no more agents...")
+            ops = clients.zone_operations()
+            for m in masters:
+                op = instances.stop_unary(project=project, zone=m.zone, instance=m.name)
+                done = ops.wait(project=project, zone=m.zone, operation=op.name)
+                if (err := operation_error(done)) is not None:
+                    raise TeardownError(f"stopping the master {m.name} failed: {err}")
+            report.master_stopped = [m.name for m in masters]
+        agents = [f for f in found if f.role != "master"]
+        if agents:
+            report.terminated = sorted(a.name for a in agents)
+            say(f"Deleting {len(agents)} agent instance(s): {', '.join(report.terminated)}")
+            for a in agents:
+                _delete(instances, project, a)
+            report.still_running = _wait_gone(instances, project, region, cluster_id, set(report.terminated),
+                                              say, timeout_s, poll_s, clock, sleep)
+    except sdk_errors() as e:
+        raise TeardownError(f"cleaning up the instances of {cluster_id} failed: {message(e)}") from e
+    return report
+
+
+def _delete(instances: Any, project: str, inst: Found) -> None:
+    try:
+        op = instances.delete_unary(project=project, zone=inst.zone, instance=inst.name)
+    except sdk_errors() as e:
+        if is_not_found(e):  # already gone: what we wanted
+            return
+        raise
+    err = operation_error(op)
+    if err is not None and "not found" not in err.lower():
+        raise TeardownError(f"deleting {inst.name} failed: {err}")
+
+
+def _wait_gone(instances: Any, project: str, region: str, cluster_id: str, names: set[str],
+               say: Callable[[str], None], timeout_s: float, poll_s: float, clock: Callable[[], float],
+               sleep: Callable[[float], None]) -> list[str]:
+    start = clock()
+    while True:
+        left = sorted(f.name for f in _labelled(instances, project, region, cluster_id) if f.name in names)
+        if not left:
+            return []
+        waited = clock() - start
+        if waited >= timeout_s:
+            say(f"Gave up waiting after {waited:.0f}s; still shutting down: {', '.join(left)}")
+            return left
+        say(f"Waiting for {len(left)} instance(s) to be deleted ({waited:.0f}s)...")
+        sleep(poll_s)
