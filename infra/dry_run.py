@@ -105,7 +105,8 @@ def _recorder(region: str, project: str | None) -> Any:
     return Recorder()
 
 
-def _run(cloud: str, options: AwsOptions | GcpOptions) -> Preview:
+def _run(cloud: str, options: AwsOptions | GcpOptions,
+         config: dict[str, str] | None = None) -> Preview:
     import pulumi
     from pulumi.runtime import mocks, settings, stack
 
@@ -130,7 +131,8 @@ def _run(cloud: str, options: AwsOptions | GcpOptions) -> Preview:
         settings.SETTINGS.outputs.clear()
         settings.ROOT.set(None)  # a fresh stack per preview, also after one ran in this process
         mocks.set_mocks(recorder, project=PROJECT, stack=f"{cloud}-dry-run", preview=False)
-        pulumi.runtime.set_all_config({f"{PROJECT}:{k}": v for k, v in PLACEHOLDER_SECRETS.items()},
+        values = {**PLACEHOLDER_SECRETS, **(config or {})}
+        pulumi.runtime.set_all_config({f"{PROJECT}:{k}": v for k, v in values.items()},
                                       [f"{PROJECT}:{k}" for k in PLACEHOLDER_SECRETS])
 
         def run() -> None:
@@ -155,8 +157,10 @@ async def _resolve(outputs: Any) -> dict[str, Any]:
     return dict(resolved or {})
 
 
-def preview_with_outputs(cloud: str, options: AwsOptions | GcpOptions) -> Preview:
-    """The resources and the stack outputs (master_url, bucket, agent_image) the mocks produce."""
+def preview_with_outputs(cloud: str, options: AwsOptions | GcpOptions,
+                         config: dict[str, str] | None = None) -> Preview:
+    """The resources and the stack outputs (master_url, bucket, agent_image) the mocks produce;
+    `config`: stack settings beside the placeholder secrets (`infra/stack_config.py`)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -164,12 +168,12 @@ def preview_with_outputs(cloud: str, options: AwsOptions | GcpOptions) -> Previe
     else:
         running = True
     if not running:
-        return _run(cloud, options)
+        return _run(cloud, options, config)
     # Called from async code: Pulumi needs a loop of its own, so it gets a thread of its own.
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(_run, cloud, options).result()
+        return pool.submit(_run, cloud, options, config).result()
 
 
 def preview(cloud: str, options: AwsOptions | GcpOptions) -> list[PlannedResource]:

@@ -197,6 +197,7 @@ def _print_result(cluster_id: str, outputs: dict[str, Any], as_json: bool) -> No
 
 # ---- down -----------------------------------------------------------------------------------
 def cmd_down(args: argparse.Namespace) -> int:
+    from infra.engine import down
     from infra.options import OptionError, check_cluster_id
 
     try:
@@ -209,13 +210,14 @@ def cmd_down(args: argparse.Namespace) -> int:
         if stack is None:
             raise CliError(f"no deployment {args.cluster_id!r} in {engine.backend.url} "
                            f"(`det deploy {args.target} list` shows them)")
+        down.check_database(stack, delete_database=args.delete_database)  # before any instance is touched
         if not args.yes and not _confirm(f"Destroy cluster {args.cluster_id}, its agents, database and "
                                          f"checkpoint bucket?", None):
             raise CliError("not confirmed: nothing was changed (pass --yes to skip the question)")
         report = _teardown(args.target, args.cluster_id, stack.settings())
         for line in report.lines():
             _say(line)
-        stack.destroy(_say)
+        down.destroy(stack, delete_database=args.delete_database, say=_say)
     _say(f"Cluster {args.cluster_id} is gone.")
     return 0
 
@@ -276,6 +278,9 @@ def _down_and_list(sub: argparse._SubParsersAction, target: str) -> None:
     p = sub.add_parser("down", help=f"stop the master, terminate every agent, destroy the {target} stack")
     p.add_argument("--cluster-id", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--delete-database", action="store_true",
+                   help="also delete a managed database (RDS, Cloud SQL), which is deletion-protected; without "
+                        "it, down refuses to touch a cluster that has one")
     _common(p)
     p.set_defaults(func=cmd_down)
     p = sub.add_parser("list", help="the deployments in the state backend and their outputs")

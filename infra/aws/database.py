@@ -12,7 +12,7 @@ from infra.master_config import DB_NAME, DB_USER
 
 
 def build_rds(ctx: AwsContext, *, subnet_ids: list[pulumi.Output[str]], security_group_id: pulumi.Input[str],
-              password: pulumi.Output[str]) -> aws.rds.Instance:
+              password: pulumi.Output[str], protected: bool = True) -> aws.rds.Instance:
     cid = ctx.opts.cluster_id
     subnets = aws.rds.SubnetGroup(ctx.name("db-subnets"), subnet_ids=subnet_ids, tags=ctx.tags("database"),
                                   opts=ctx.res())
@@ -21,7 +21,7 @@ def build_rds(ctx: AwsContext, *, subnet_ids: list[pulumi.Output[str]], security
         allocated_storage=20, max_allocated_storage=200, storage_type="gp3", storage_encrypted=True,
         db_name=DB_NAME, username=DB_USER, password=password,
         db_subnet_group_name=subnets.name, vpc_security_group_ids=[security_group_id],
-        publicly_accessible=False, deletion_protection=True, skip_final_snapshot=False,
+        publicly_accessible=False, deletion_protection=protected, skip_final_snapshot=False,
         final_snapshot_identifier=f"{cid}-final", backup_retention_period=7, copy_tags_to_snapshot=True,
         auto_minor_version_upgrade=True, tags=ctx.tags("database", name="db"),
         opts=ctx.res())

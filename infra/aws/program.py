@@ -22,6 +22,7 @@ from infra.aws.storage import build_bucket
 from infra.master_boot.render import render_master_boot
 from infra.master_config import POOL, aws_pool_provider, master_config, postgres_url
 from infra.options import AGENT_IMAGE_TAG, AwsOptions
+from infra.stack_config import DB_PASSWORD, JOIN_TOKEN, db_protected
 
 
 def agent_image(ctx: AwsContext) -> pulumi.Output[str]:
@@ -47,8 +48,8 @@ def _user_data(opts: AwsOptions, v: dict[str, Any]) -> str:
 
 def build(opts: AwsOptions) -> None:
     config = pulumi.Config()
-    join_token = config.require_secret("joinToken")
-    db_password = config.require_secret("dbPassword")
+    join_token = config.require_secret(JOIN_TOKEN)
+    db_password = config.require_secret(DB_PASSWORD)
     ctx = AwsContext.create(opts)
     image_id = agent_image(ctx)
     net = build_network(ctx)
@@ -60,7 +61,8 @@ def build(opts: AwsOptions) -> None:
     db_host: pulumi.Input[str] = "127.0.0.1"
     if opts.db == "rds":
         db_group = build_database_group(ctx, net.vpc.id, groups.master)
-        db_host = build_rds(ctx, subnet_ids=subnet_ids, security_group_id=db_group.id, password=db_password).address
+        db_host = build_rds(ctx, subnet_ids=subnet_ids, security_group_id=db_group.id, password=db_password,
+                            protected=db_protected(config)).address
     user_data = pulumi.Output.all(
         image_id=image_id, zones=pulumi.Output.all(*net.zones), subnet_ids=pulumi.Output.all(*subnet_ids),
         agent_sg_id=groups.agents.id, agent_profile_arn=roles.agent_profile.arn, bucket=bucket.bucket,

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from infra.stack_config import DB_PASSWORD, JOIN_TOKEN
+
 OnOutput = Callable[[str], None]
 PulumiProgram = Callable[[], None]
 
-JOIN_TOKEN = "joinToken"
-DB_PASSWORD = "dbPassword"
 SECRETS = (JOIN_TOKEN, DB_PASSWORD)
 DB_SETTING = "db"  # the `--db` a stack was last brought up with: what a replaced master would lose
 

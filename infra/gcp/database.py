@@ -11,8 +11,8 @@ from infra.gcp.context import GcpContext
 from infra.master_config import DB_NAME, DB_USER
 
 
-def build_cloudsql(ctx: GcpContext, network: gcp.compute.Network, password: pulumi.Output[str]
-                   ) -> gcp.sql.DatabaseInstance:
+def build_cloudsql(ctx: GcpContext, network: gcp.compute.Network, password: pulumi.Output[str],
+                   protected: bool = True) -> gcp.sql.DatabaseInstance:
     opts = ctx.opts
     peering_range = gcp.compute.GlobalAddress(
         ctx.name("sql-range"), name=ctx.name("sql-range"), purpose="VPC_PEERING", address_type="INTERNAL",
@@ -22,10 +22,10 @@ def build_cloudsql(ctx: GcpContext, network: gcp.compute.Network, password: pulu
         reserved_peering_ranges=[peering_range.name], opts=ctx.res())
     # No explicit name: Cloud SQL keeps a deleted instance's name for a week; Pulumi adds a suffix.
     instance = gcp.sql.DatabaseInstance(
-        ctx.name("db"), database_version="POSTGRES_16", region=opts.region, deletion_protection=True,
+        ctx.name("db"), database_version="POSTGRES_16", region=opts.region, deletion_protection=protected,
         settings=gcp.sql.DatabaseInstanceSettingsArgs(
             tier="db-custom-1-3840", edition="ENTERPRISE", availability_type="ZONAL", disk_autoresize=True,
-            deletion_protection_enabled=True, user_labels=ctx.labels("database"),
+            deletion_protection_enabled=protected, user_labels=ctx.labels("database"),
             ip_configuration=gcp.sql.DatabaseInstanceSettingsIpConfigurationArgs(
                 ipv4_enabled=False, private_network=network.id, ssl_mode="ENCRYPTED_ONLY"),
             backup_configuration=gcp.sql.DatabaseInstanceSettingsBackupConfigurationArgs(

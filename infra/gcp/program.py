@@ -20,6 +20,7 @@ from infra.gcp.storage import build_bucket
 from infra.master_boot.render import render_master_boot
 from infra.master_config import gcp_pool_providers, master_config, postgres_url
 from infra.options import AGENT_IMAGE_FAMILY, GcpOptions
+from infra.stack_config import DB_PASSWORD, JOIN_TOKEN, db_protected
 
 
 def agent_image(opts: GcpOptions) -> str:
@@ -39,8 +40,8 @@ def _startup_script(opts: GcpOptions, v: dict[str, Any]) -> str:
 
 def build(opts: GcpOptions) -> None:
     config = pulumi.Config()
-    join_token = config.require_secret("joinToken")
-    db_password = config.require_secret("dbPassword")
+    join_token = config.require_secret(JOIN_TOKEN)
+    db_password = config.require_secret(DB_PASSWORD)
     ctx = GcpContext.create(opts)
     net = build_network(ctx)
     accounts = build_service_accounts(ctx)
@@ -49,7 +50,7 @@ def build(opts: GcpOptions) -> None:
     grant_roles(ctx, accounts, bucket=bucket.name, master_name=master_name(ctx))
     db_host: pulumi.Input[str] = "127.0.0.1"
     if opts.db == "cloudsql":
-        db_host = build_cloudsql(ctx, net.network, db_password).private_ip_address
+        db_host = build_cloudsql(ctx, net.network, db_password, protected=db_protected(config)).private_ip_address
     startup_script = pulumi.Output.all(
         network=net.network.id, subnetwork=net.subnetwork.id, agent_sa=accounts.agents.email, bucket=bucket.name,
         db_host=db_host, db_password=db_password, join_token=join_token,

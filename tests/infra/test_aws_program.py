@@ -235,3 +235,10 @@ def test_user_data_boots_a_master_with_this_accounts_pool(variant, request, run_
 def test_vpc_and_subnets_are_private_ranges(local):
     vpc = one(local.resources, "aws:ec2/vpc:Vpc")
     assert ipaddress.ip_network(vpc.inputs["cidrBlock"]).is_private
+
+
+def test_only_down_with_delete_database_switches_the_rds_protection_off():
+    opts = AwsOptions(cluster_id="demo", region="us-west-2", inbound_cidr=CIDR, db="rds")
+    for value, protected in (("false", False), ("true", True)):
+        plan = preview_with_outputs("aws", opts, config={"dbDeletionProtection": value})
+        assert one(plan.resources, RDS).inputs["deletionProtection"] is protected

@@ -171,3 +171,11 @@ def test_startup_script_boots_a_master_with_this_projects_pools(variant, request
         assert [p.provider["machine_type"] for p in settings.pools] == ["n1-standard-8", "g2-standard-8"]
         assert all(scaling_of(p).spot and scaling_of(p).slots_per_instance == 2 for p in settings.pools)
         assert settings.db_url.startswith(f"postgresql://determined:{PLACEHOLDER_SECRETS['dbPassword']}@10.20.0.3:")
+
+
+def test_only_down_with_delete_database_switches_the_cloudsql_protection_off():
+    opts = GcpOptions(cluster_id="demo", project_id="proj", region="us-central1", zone="us-central1-a",
+                      inbound_cidr="203.0.113.0/24", db="cloudsql")
+    plan = preview_with_outputs("gcp", opts, config={"dbDeletionProtection": "false"})
+    db = one(plan.resources, SQL)
+    assert db.inputs["deletionProtection"] is False and db.inputs["settings"]["deletionProtectionEnabled"] is False

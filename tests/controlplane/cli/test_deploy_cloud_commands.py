@@ -152,3 +152,25 @@ def test_list_is_a_table_and_json(det, cli_env, monkeypatch):
     assert r.rc == 0 and "demo" in r.out and "http://203.0.113.9:8080" in r.out and "cluster" in r.out
     r = det("deploy", "aws", "list", "--json")
     assert json.loads(r.out)[0]["outputs"]["bucket"] == "demo-ckpt-1"
+
+
+def test_down_of_a_cluster_with_rds_refuses_before_touching_anything_without_delete_database(det, cli_env,
+                                                                                          monkeypatch):
+    stack = FakeStack(existed=True, plan=[], config={"aws:region": "us-east-1", "db": "rds"})
+    monkeypatch.setattr(deploy_cloud, "_engine", lambda args: FakeEngine(stack))
+    monkeypatch.setattr(deploy_cloud, "_teardown", lambda *a: pytest.fail("agents terminated before the refusal"))
+    r = det("deploy", "aws", "down", "--cluster-id", "demo", "--yes")
+    assert r.rc == 1 and "keeps its database on RDS with deletion protection" in r.err and \
+        "--delete-database" in r.err, r.err
+    assert stack.calls == [] and "dbDeletionProtection" not in stack.config
+
+
+def test_down_with_delete_database_switches_the_protection_off_then_destroys(det, cli_env, monkeypatch):
+    from infra.teardown import TeardownReport
+
+    stack = FakeStack(existed=True, plan=[], config={"aws:region": "us-east-1", "db": "rds"})
+    monkeypatch.setattr(deploy_cloud, "_engine", lambda args: FakeEngine(stack))
+    monkeypatch.setattr(deploy_cloud, "_teardown", lambda *a: stack.calls.append("teardown") or TeardownReport())
+    r = det("deploy", "aws", "down", "--cluster-id", "demo", "--yes", "--delete-database")
+    assert r.rc == 0, r.err
+    assert stack.calls == ["teardown", "up", "destroy"] and stack.config["dbDeletionProtection"] == "false"
