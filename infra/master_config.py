@@ -22,7 +22,7 @@ DATA_DIR = "/var/lib/controlplane-master"
 DB_NAME = DB_USER = "determined"
 POOL = "gpu"
 # Keys the boot script writes itself (see master_boot/render.py): the rest is written as rendered.
-INSTANCE_KEYS = ("public_url", "db", "security")
+INSTANCE_KEYS = ("host", "public_url", "db", "security")
 
 # GPUs per instance of the usual AWS GPU types (slots_per_instance); an unknown type counts as 1.
 _AWS_GPUS = {

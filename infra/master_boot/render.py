@@ -38,7 +38,8 @@ def render_master_boot(cloud: Literal["aws", "gcp"], master_config: dict[str, An
     body = {k: v for k, v in master_config.items() if k not in INSTANCE_KEYS}
     return Template(TEMPLATE.read_text()).substitute(
         cloud=cloud, cluster_id=shlex.quote(str(master_config.get("cluster_name", ""))), db_kind=db,
-        port=int(master_config["port"]), join_token=shlex.quote(join_token),
+        port=int(master_config["port"]), host=shlex.quote(str(master_config.get("host", "0.0.0.0"))),
+        join_token=shlex.quote(join_token),
         db_url=shlex.quote(str(master_config["db"]["url"])),
         db_password_sql=shlex.quote(_sql_literal(db_password)), db_user=DB_USER, db_name=DB_NAME,
         master_yaml=shlex.quote(to_yaml(body).rstrip("\n")),

@@ -80,6 +80,7 @@ def test_gcp_script_asks_the_metadata_server_with_its_header(run_boot, gce_metad
     assert booted.rc == 0, booted.output
     assert ("GET", "/computeMetadata/v1/instance/network-interfaces/0/ip", 200) in gce_metadata.requests
     assert booted.config()["public_url"] == "http://127.0.0.1:8080"
+    assert booted.config()["host"] == "0.0.0.0"  # the deployed master listens for agents and users
 
 
 def test_overrides_skip_metadata_and_local_postgres(run_boot, imds):
@@ -87,12 +88,14 @@ def test_overrides_skip_metadata_and_local_postgres(run_boot, imds):
     script = render_master_boot("aws", _config(db_host="127.0.0.1"), db="local", db_password=PASSWORD,
                                 join_token=TOKEN)
     booted = run_boot(script, DET_METADATA_URL=imds.url, DET_MASTER_PUBLIC_URL="http://10.1.2.3:8080",
-                      DET_MASTER_DB_URL="sqlite:////tmp/it's.db", DET_MASTER_DATA_DIR="/tmp/data")
+                      DET_MASTER_DB_URL="sqlite:////tmp/it's.db", DET_MASTER_DATA_DIR="/tmp/data",
+                      DET_MASTER_HOST="127.0.0.1")
     assert booted.rc == 0, booted.output
     assert imds.requests == []
     config = booted.config()
     assert config["public_url"] == "http://10.1.2.3:8080"
     assert config["db"]["url"] == "sqlite:////tmp/it's.db"
+    assert config["host"] == "127.0.0.1"
     assert booted.args[-2:] == ["--data-dir", "/tmp/data"]
 
 

@@ -11,9 +11,11 @@ simulator closes that gap so registration and scale-down are exercised end to en
   whose interruption notice `interrupt()` flips;
 * runs the REAL boot script with bash, in its own process group, with DET_AGENT_BIN,
   DET_AGENT_CONFIG_DIR, DET_AGENT_WORK_DIR and DET_METADATA_URL pointing at local things.
+  With `image_boot` (the baked image's det-image-boot.sh) it runs that instead, as the image's
+  systemd unit does: it fetches the boot script from the metadata server and runs it.
 
-When the instance is gone from the cloud (terminated / deleted), its whole process tree is
-killed (the machine vanished) and its metadata server stopped. `stop()` cleans up all.
+When the instance is gone from the cloud (terminated / deleted, or stopped: the machine is off),
+its whole process tree is killed and its metadata server stopped. `stop()` cleans up all.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ MARKER_ENV = "DET_BOOT_SIMULATOR_INSTANCE"  # set on every process of a simulate
 class MetadataServer:
     """EC2 IMDSv2 or the GCE metadata server for one instance, on a loopback port."""
 
-    def __init__(self, cloud: str, instance_id: str) -> None:
+    def __init__(self, cloud: str, instance_id: str, user_data: str | None = None) -> None:
         self.cloud, self.instance_id = cloud, instance_id
+        self.user_data = user_data  # EC2 /latest/user-data, GCE's startup-script attribute (the baked image reads it)
         self.interrupted_at: datetime | None = None
         self.requests: list[tuple[str, str, int]] = []  # (method, path, status)
         self._tokens: set[str] = set()
@@ -100,6 +103,10 @@ class MetadataServer:
                 return 401, "IMDSv2: a session token is required"  # instances are launched tokens-required
             if path == "/latest/meta-data/instance-id":
                 return 200, self.instance_id
+            if path == "/latest/user-data" and self.user_data is not None:
+                return 200, self.user_data
+            if path == "/latest/meta-data/local-ipv4":  # the master's boot script: its public_url
+                return 200, "127.0.0.1"
             if path == "/latest/meta-data/spot/instance-action":
                 if self.interrupted_at is None:
                     return 404, "not found"
@@ -110,6 +117,10 @@ class MetadataServer:
             return 403, "Missing Metadata-Flavor:Google header."
         if path == "/computeMetadata/v1/instance/name":
             return 200, self.instance_id
+        if path == "/computeMetadata/v1/instance/attributes/startup-script" and self.user_data is not None:
+            return 200, self.user_data
+        if path == "/computeMetadata/v1/instance/network-interfaces/0/ip":
+            return 200, "127.0.0.1"
         if path.startswith("/computeMetadata/v1/instance/preempted"):
             return 200, "TRUE" if self.interrupted_at is not None else "FALSE"
         return 404, "not found"
@@ -210,14 +221,18 @@ class BootSimulator:
     `agent_args` are appended to det-agent's command line through a tiny wrapper that stands in
     for the baked image's binary (the boot script passes no slot count: with `--slots 1
     --slot-type cpu` the simulated machine's shape does not depend on this host's GPUs).
+    Instances are those tagged (labelled) `tag_key` = `cluster_id` (any value without one);
+    `image_boot` boots them through the baked image's boot script (see the module docstring).
     """
 
     def __init__(self, cloud: str, work_dir: Path, *, cluster_id: str | None = None, poll_s: float = 0.3,
                  agent_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 ec2_client: Any = None, gce_state: Any = None) -> None:
+                 ec2_client: Any = None, gce_state: Any = None, tag_key: str = TAG_CLUSTER,
+                 image_boot: Path | None = None) -> None:
         if cloud not in ("aws", "gcp"):
             raise ValueError(f"cloud must be aws or gcp, got {cloud!r}")
         self.cloud, self.cluster_id, self.poll_s = cloud, cluster_id, poll_s
+        self.tag_key, self.image_boot = tag_key, image_boot
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(env or {})
@@ -341,16 +356,16 @@ class BootSimulator:
         return self._list_ec2() if self.cloud == "aws" else self._list_gce()
 
     def _list_ec2(self) -> tuple[dict[str, str | None], set[str]]:
-        filters = ([{"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster_id]}] if self.cluster_id
-                   else [{"Name": "tag-key", "Values": [TAG_CLUSTER]}])
+        filters = ([{"Name": f"tag:{self.tag_key}", "Values": [self.cluster_id]}] if self.cluster_id
+                   else [{"Name": "tag-key", "Values": [self.tag_key]}])
         running: dict[str, str | None] = {}
         present: set[str] = set()
         for page in self.ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page.get("Reservations", []):
                 for raw in reservation.get("Instances", []):
                     iid, state = raw["InstanceId"], raw.get("State", {}).get("Name")
-                    if state in ("terminated", "shutting-down"):
-                        continue
+                    if state in ("terminated", "shutting-down", "stopping", "stopped"):
+                        continue  # gone, or switched off: nothing runs on it
                     present.add(iid)
                     if state == "running":
                         running[iid] = None  # read lazily: only for instances not yet booted
@@ -368,7 +383,7 @@ class BootSimulator:
         present: set[str] = set()
         for inst in items:
             labels = inst.get("labels") or {}
-            if TAG_CLUSTER not in labels or (self.cluster_id and labels[TAG_CLUSTER] != _label(self.cluster_id)):
+            if self.tag_key not in labels or (self.cluster_id and labels[self.tag_key] != _label(self.cluster_id)):
                 continue
             present.add(inst["name"])
             if inst.get("status") == "RUNNING":
@@ -385,9 +400,11 @@ class BootSimulator:
         base.mkdir(parents=True, exist_ok=True)
         script_path = base / ("user-data.sh" if self.cloud == "aws" else "startup-script.sh")
         script_path.write_text(script or "#!/bin/bash\nexit 1\n")
-        metadata = MetadataServer(self.cloud, instance_id)
+        metadata = MetadataServer(self.cloud, instance_id, user_data=script)
         marker = f"{self.run_id}/{instance_id}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "DET_MASTER", "PYTEST_"))}
+        if self.image_boot is not None:  # what the image's systemd unit gives it (image.env may override)
+            env.update({"DET_IMAGE_CLOUD": self.cloud, "DET_IMAGE_BOOT_DIR": str(base / "run")})
         env.update(self.env)
         env.update({
             "DET_AGENT_BIN": self.agent_bin,
@@ -398,7 +415,8 @@ class BootSimulator:
         })
         log_path = base / "boot.log"
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(["bash", str(script_path)], env=env, cwd=base, stdout=out,
+            boot = self.image_boot if self.image_boot is not None else script_path
+            proc = subprocess.Popen(["bash", str(boot)], env=env, cwd=base, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         with self._lock:
             self.instances[instance_id] = SimInstance(instance_id, self.cloud, metadata, proc, base, log_path, marker)
