@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from controlplane.cli.common import print_json
 from controlplane.cli.errors import CliError
@@ -58,32 +60,30 @@ def _interrupted() -> None:
 
 def cmd_bake_aws(args: argparse.Namespace) -> int:
     from agent_image.bake import aws
-    from agent_image.bake.errors import BakeError
 
     opts = aws.AwsBakeOptions(
         base_image=args.base_image, region=args.region, ssh_cidr=_ssh_cidr(args), instance_type=args.instance_type,
         subnet_id=args.subnet_id, nvidia_driver=args.nvidia_driver, endpoint_url=args.endpoint_url,
         ssh_user=args.ssh_user, volume_gb=args.volume_gb)
-    try:
-        result = aws.bake(opts, emit=_progress)
-    except BakeError as e:
-        raise CliError(e.message) from None
-    except KeyboardInterrupt:
-        _interrupted()
-        raise
-    return _report(args, result)
+    return _run(args, lambda: aws.bake(opts, emit=_progress))
 
 
 def cmd_bake_gcp(args: argparse.Namespace) -> int:
     from agent_image.bake import gcp
-    from agent_image.bake.errors import BakeError
 
     opts = gcp.GcpBakeOptions(
         base_image=args.base_image, project=args.project, zone=args.zone, machine_type=args.machine_type,
         network=args.network, subnetwork=args.subnetwork, nvidia_driver=args.nvidia_driver,
         endpoint=args.endpoint, ssh_user=args.ssh_user, disk_gb=args.disk_gb, family=args.family)
+    return _run(args, lambda: gcp.bake(opts, emit=_progress))
+
+
+def _run(args: argparse.Namespace, bake: Callable[[], Any]) -> int:
+    """A bake with its errors as one sentence; Ctrl-C says the cleanup ran, then stops."""
+    from agent_image.bake.errors import BakeError
+
     try:
-        result = gcp.bake(opts, emit=_progress)
+        result = bake()
     except BakeError as e:
         raise CliError(e.message) from None
     except KeyboardInterrupt:

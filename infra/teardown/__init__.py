@@ -8,6 +8,7 @@ left running (bounded, with progress) and reports what it did. Only then is the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -33,3 +34,20 @@ class TeardownReport:
 
 class TeardownError(Exception):
     """A cleanup call failed; the message is the provider's own."""
+
+
+def wait_gone(left: Callable[[], list[str]], *, verb: str, say: Callable[[str], None], timeout_s: float,
+              poll_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> list[str]:
+    """Poll `left()` (the instances still shutting down, sorted) until it is empty or `timeout_s`
+    has passed, with a progress line per round; what is still there at the end."""
+    start = clock()
+    while True:
+        remaining = left()
+        if not remaining:
+            return []
+        waited = clock() - start
+        if waited >= timeout_s:
+            say(f"Gave up waiting after {waited:.0f}s; still shutting down: {', '.join(remaining)}")
+            return remaining
+        say(f"Waiting for {len(remaining)} instance(s) to {verb} ({waited:.0f}s)...")
+        sleep(poll_s)

@@ -14,7 +14,7 @@ from typing import Any
 
 from infra.aws_errors import message, sdk_errors
 from infra.options import TAG_DEPLOYMENT, TAG_ROLE
-from infra.teardown import TeardownError, TeardownReport
+from infra.teardown import TeardownError, TeardownReport, wait_gone
 
 ALIVE = ("pending", "running", "stopping", "stopped", "shutting-down")
 STILL_RUNNING = ("pending", "running", "stopping", "shutting-down")
@@ -72,22 +72,10 @@ def teardown(ec2: Any, cluster_id: str, *, say: Callable[[str], None] = print, t
             report.terminated = sorted(agents)
             say(f"Terminating {len(agents)} agent instance(s): {', '.join(report.terminated)}")
             ec2.terminate_instances(InstanceIds=report.terminated)
-            report.still_running = _wait_gone(ec2, report.terminated, say, timeout_s, poll_s, clock, sleep)
+            ids = list(report.terminated)
+            report.still_running = wait_gone(
+                lambda: sorted(i for i, state in _states(ec2, ids).items() if state in STILL_RUNNING),
+                verb="terminate", say=say, timeout_s=timeout_s, poll_s=poll_s, clock=clock, sleep=sleep)
     except sdk_errors() as e:
         raise TeardownError(f"cleaning up the instances of {cluster_id} failed: {message(e)}") from e
     return report
-
-
-def _wait_gone(ec2: Any, ids: list[str], say: Callable[[str], None], timeout_s: float, poll_s: float,
-               clock: Callable[[], float], sleep: Callable[[float], None]) -> list[str]:
-    start = clock()
-    while True:
-        left = sorted(i for i, state in _states(ec2, ids).items() if state in STILL_RUNNING)
-        if not left:
-            return []
-        waited = clock() - start
-        if waited >= timeout_s:
-            say(f"Gave up waiting after {waited:.0f}s; still shutting down: {', '.join(left)}")
-            return left
-        say(f"Waiting for {len(left)} instance(s) to terminate ({waited:.0f}s)...")
-        sleep(poll_s)

@@ -16,7 +16,7 @@ from typing import Any
 from infra.gcp_clients import GcpClients
 from infra.gcp_errors import is_not_found, message, operation_error, sdk_errors
 from infra.options import TAG_DEPLOYMENT, TAG_ROLE
-from infra.teardown import TeardownError, TeardownReport
+from infra.teardown import TeardownError, TeardownReport, wait_gone
 
 STOPPED = ("STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED")
 
@@ -65,8 +65,10 @@ def teardown(clients: GcpClients, project: str, region: str, cluster_id: str, *,
             say(f"Deleting {len(agents)} agent instance(s): {', '.join(report.terminated)}")
             for a in agents:
                 _delete(instances, project, a)
-            report.still_running = _wait_gone(instances, project, region, cluster_id, set(report.terminated),
-                                              say, timeout_s, poll_s, clock, sleep)
+            names = set(report.terminated)
+            report.still_running = wait_gone(
+                lambda: sorted(f.name for f in _labelled(instances, project, region, cluster_id) if f.name in names),
+                verb="be deleted", say=say, timeout_s=timeout_s, poll_s=poll_s, clock=clock, sleep=sleep)
     except sdk_errors() as e:
         raise TeardownError(f"cleaning up the instances of {cluster_id} failed: {message(e)}") from e
     return report
@@ -82,19 +84,3 @@ def _delete(instances: Any, project: str, inst: Found) -> None:
     err = operation_error(op)
     if err is not None and "not found" not in err.lower():
         raise TeardownError(f"deleting {inst.name} failed: {err}")
-
-
-def _wait_gone(instances: Any, project: str, region: str, cluster_id: str, names: set[str],
-               say: Callable[[str], None], timeout_s: float, poll_s: float, clock: Callable[[], float],
-               sleep: Callable[[float], None]) -> list[str]:
-    start = clock()
-    while True:
-        left = sorted(f.name for f in _labelled(instances, project, region, cluster_id) if f.name in names)
-        if not left:
-            return []
-        waited = clock() - start
-        if waited >= timeout_s:
-            say(f"Gave up waiting after {waited:.0f}s; still shutting down: {', '.join(left)}")
-            return left
-        say(f"Waiting for {len(left)} instance(s) to be deleted ({waited:.0f}s)...")
-        sleep(poll_s)

@@ -22,12 +22,11 @@ import requests
 from tests.e2e.conftest import EXAMPLE, processes_mentioning
 from tests.support.boot_simulator import BootSimulator
 from tests.support.cluster import MasterProcess, login, wait_for
-from tests.support.moto_server import moto_server_thread
+from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
 
 REGION, ZONE = "us-west-2", "us-west-2a"
 GCE_PROJECT, GCE_ZONE = "det-test", "us-central1-a"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SECURITY_TOKEN": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
+AWS_ENV = aws_env(REGION)
 IDLE = "5s"
 HELLO = "hello from the cloud"
 SPOT_BATCHES = 3000  # with SLOW_BATCHES, at least 30 s: still running when the notice comes
@@ -59,10 +58,7 @@ def moto_server() -> Iterator[str]:
 
 @pytest.fixture
 def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for k, v in AWS_ENV.items():  # the master inherits these: moto only needs them to be present
-        monkeypatch.setenv(k, v)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
-    return moto_server
+    return fresh_moto(moto_server, monkeypatch, REGION)  # the master inherits the variables
 
 
 @pytest.fixture

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import requests
 
-from tests.support.moto_server import moto_server_thread
+from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
 
 REGION = "us-east-1"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SECURITY_TOKEN": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
+AWS_ENV = aws_env(REGION)
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +24,10 @@ def moto_server() -> Iterator[str]:
 
 @pytest.fixture
 def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for k, v in AWS_ENV.items():
-        monkeypatch.setenv(k, v)
+    fresh_moto(moto_server, monkeypatch, REGION)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     for k in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         monkeypatch.delenv(k, raising=False)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
     return moto_server
 
 

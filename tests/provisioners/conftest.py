@@ -11,16 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.moto_server import moto_server_thread
+from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
 
 REGION = "us-west-2"
-_AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SECURITY_TOKEN": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-}
+_AWS_ENV = aws_env(REGION)
 
 
 @pytest.fixture(scope="session")
@@ -42,9 +36,4 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture
 def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A clean moto state and fake credentials for one test."""
-    import requests
-
-    for k, v in _AWS_ENV.items():
-        monkeypatch.setenv(k, v)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
-    return moto_server
+    return fresh_moto(moto_server, monkeypatch, REGION)

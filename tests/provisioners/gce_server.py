@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlparse
 
 _BASE = "/compute/v1/projects/(?P<p>[^/]+)"
@@ -183,9 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
 class GceTestServer:
     """`with GceTestServer() as srv:` -> srv.url, srv.state; stopped on exit."""
 
+    state_class: type[GceState] = GceState  # a subclass with more routes swaps these two
+    handler_class: type[BaseHTTPRequestHandler] = _Handler
+
     def __init__(self) -> None:
-        self.state = GceState()
-        handler = type("Handler", (_Handler,), {"state": self.state})
+        self.state = self.state_class()
+        handler = type("Handler", (self.handler_class,), {"state": self.state})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -194,7 +197,7 @@ class GceTestServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> GceTestServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -20,3 +21,20 @@ def moto_server_thread() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+def aws_env(region: str) -> dict[str, str]:
+    """Dummy credentials (moto only needs them present) and a default region, for boto3 and the
+    processes a test starts."""
+    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SECURITY_TOKEN": "testing",
+            "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": region}
+
+
+def fresh_moto(url: str, monkeypatch: Any, region: str) -> str:
+    """One test's moto: its state wiped and `aws_env(region)` set (undone with `monkeypatch`)."""
+    import requests
+
+    for k, v in aws_env(region).items():
+        monkeypatch.setenv(k, v)
+    requests.post(f"{url}/moto-api/reset", timeout=10).raise_for_status()
+    return url

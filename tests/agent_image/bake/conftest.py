@@ -7,15 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from agent_image.bake.common import Timeouts
 from tests.agent_image.bake.builder_rig import BuilderSshServer
-from tests.support.moto_server import moto_server_thread
+from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
 
 REGION = "us-west-2"
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SECURITY_TOKEN": "testing",
-           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}
+AWS_ENV = aws_env(REGION)
 # moto's instances run, stop and terminate at once; nothing here waits on a clock.
 FAST = Timeouts(ssh_deadline_s=10, ssh_retry_s=0.2, host_key_wait_s=0, poll_s=1, instance_wait_s=10,
                 image_wait_s=10)
@@ -29,10 +27,7 @@ def moto_server() -> Iterator[str]:
 
 @pytest.fixture
 def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for k, v in AWS_ENV.items():
-        monkeypatch.setenv(k, v)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
-    return moto_server
+    return fresh_moto(moto_server, monkeypatch, REGION)
 
 
 @pytest.fixture

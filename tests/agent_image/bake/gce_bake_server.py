@@ -9,13 +9,11 @@ as before the guest agent has published them).
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.provisioners.gce_server import GceState, _Handler
+from tests.provisioners.gce_server import GceState, GceTestServer, _Handler
 
 _BASE = "/compute/v1/projects/(?P<p>[^/]+)"
 _EXTRA = [
@@ -93,25 +91,9 @@ class _BakeHandler(_Handler):
         self._send(200, self._op(g["p"], "global", image["selfLink"], "delete"))
 
 
-class BakeGceServer:
-    """`with BakeGceServer() as srv:` -> srv.url, srv.state."""
+class BakeGceServer(GceTestServer):
+    """`with BakeGceServer() as srv:` -> srv.url, srv.state (a BakeGceState)."""
 
-    def __init__(self) -> None:
-        self.state = BakeGceState()
-        handler = type("Handler", (_BakeHandler,), {"state": self.state})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> BakeGceServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+    state_class = BakeGceState
+    handler_class = _BakeHandler
+    state: BakeGceState

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from agent_image.bake import aws
 from tests.agent_image.bake.builder_rig import BuilderSshServer
-from tests.agent_image.bake.conftest import AWS_ENV, FAST, REGION
-from tests.support.moto_server import moto_server_thread
+from tests.agent_image.bake.conftest import FAST, REGION
+from tests.support.moto_server import fresh_moto, moto_server_thread
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +28,7 @@ def moto_server() -> Iterator[str]:
 def ec2(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     import boto3
 
-    for k, v in AWS_ENV.items():
-        monkeypatch.setenv(k, v)
-    requests.post(f"{moto_server}/moto-api/reset", timeout=10).raise_for_status()
+    fresh_moto(moto_server, monkeypatch, REGION)
     return boto3.session.Session().client("ec2", region_name=REGION, endpoint_url=moto_server)
 
 
