@@ -19,9 +19,10 @@ from typing import Any
 
 from infra.dry_run_settings import settings_of
 from infra.options import AwsOptions, GcpOptions
+from infra.stack_config import DB_PASSWORD, JOIN_TOKEN
 
 PROJECT = "det-deploy"
-PLACEHOLDER_SECRETS = {"joinToken": "dry-run-join-token", "dbPassword": "dry-run-db-password"}
+PLACEHOLDER_SECRETS = {JOIN_TOKEN: "dry-run-join-token", DB_PASSWORD: "dry-run-db-password"}
 ACCOUNT = "123456789012"  # AWS's documentation account id
 
 

@@ -15,15 +15,6 @@ from typing import Any
 class GcpClients:
     endpoint: str | None = None
 
-    def _kwargs(self) -> dict[str, Any]:
-        if not self.endpoint:
-            return {}
-        from google.api_core.client_options import ClientOptions
-        from google.auth.credentials import AnonymousCredentials
-
-        return {"transport": "rest", "client_options": ClientOptions(api_endpoint=self.endpoint),
-                "credentials": AnonymousCredentials()}
-
     def check_credentials(self) -> None:
         """Raise google.auth's error when no Application Default Credentials are found."""
         if self.endpoint:
@@ -35,7 +26,9 @@ class GcpClients:
     def _client(self, name: str) -> Any:
         from google.cloud import compute_v1
 
-        return getattr(compute_v1, name)(**self._kwargs())
+        from provisioners.gce import client_kwargs
+
+        return getattr(compute_v1, name)(**client_kwargs(self.endpoint))
 
     def instances(self) -> Any:
         return self._client("InstancesClient")

@@ -43,8 +43,9 @@ def sdk_errors() -> tuple[type[BaseException], ...]:
 
 
 def operation_error(op: Any) -> str | None:
-    """A zone operation that finished with an error: its message, else None."""
-    if getattr(op, "http_error_status_code", 0) or getattr(op, "error", None) and op.error.errors:
-        details = [e.message for e in op.error.errors if e.message] if getattr(op, "error", None) else []
-        return "; ".join(details) or getattr(op, "http_error_message", "") or "the operation failed"
-    return None
+    """A zone operation that finished with an error: its message (read by the provisioners' one
+    reading of operations), else None."""
+    from provisioners.gce_errors import operation_error as read_operation_error
+
+    err = read_operation_error(op)
+    return err.provider_message if err is not None else None

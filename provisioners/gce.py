@@ -67,6 +67,18 @@ class GceConfig:
     operation_timeout_s: float = 60.0  # how long launch waits for inserts before returning "pending"
 
 
+def client_kwargs(endpoint: str | None) -> dict[str, Any]:
+    """What a compute_v1 client is built with: nothing (Google's endpoint, Application Default
+    Credentials), or for another `endpoint` (an emulator) REST with anonymous credentials."""
+    if not endpoint:
+        return {}
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+
+    return {"transport": "rest", "client_options": ClientOptions(api_endpoint=endpoint),
+            "credentials": AnonymousCredentials()}
+
+
 def _short(request_id: str) -> str:
     return hashlib.sha1(request_id.encode()).hexdigest()[:8]
 
@@ -101,16 +113,7 @@ class GceProvisioner:
     # -- clients --------------------------------------------------------------------------
 
     def _client_kwargs(self) -> dict[str, Any]:
-        if not self.config.endpoint:
-            return {}
-        from google.api_core.client_options import ClientOptions
-        from google.auth.credentials import AnonymousCredentials
-
-        return {
-            "transport": "rest",
-            "client_options": ClientOptions(api_endpoint=self.config.endpoint),
-            "credentials": AnonymousCredentials(),
-        }
+        return client_kwargs(self.config.endpoint)
 
     @property
     def instances(self) -> Any:

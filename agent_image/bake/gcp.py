@@ -60,21 +60,17 @@ class Clients:
     """The four Compute clients a bake uses, made on first use."""
 
     def __init__(self, endpoint: str | None) -> None:
-        self._kwargs: dict[str, Any] = {}
-        if endpoint:
-            from google.api_core.client_options import ClientOptions
-            from google.auth.credentials import AnonymousCredentials
-
-            self._kwargs = {"transport": "rest", "client_options": ClientOptions(api_endpoint=endpoint),
-                            "credentials": AnonymousCredentials()}
+        self._endpoint = endpoint
         self._made: dict[str, Any] = {}
 
     def _get(self, name: str) -> Any:
         if name not in self._made:
             from google.cloud import compute_v1
 
+            from provisioners.gce import client_kwargs
+
             with _gcp("creating the Compute Engine clients"):
-                self._made[name] = getattr(compute_v1, name)(**self._kwargs)
+                self._made[name] = getattr(compute_v1, name)(**client_kwargs(self._endpoint))
         return self._made[name]
 
     @property
@@ -227,24 +223,25 @@ def _check_op(op: Any, action: str) -> None:
         raise CloudError(action, err.provider_message, err.code)
 
 
-def _wait_zone(gce: Clients, opts: GcpBakeOptions, op: Any, action: str, budget_s: float) -> None:
+def _wait_op(op: Any, wait: Callable[[str], Any], action: str, budget_s: float) -> None:
+    """Wait on `op` (`wait(name)` is the zone's or the global operations' long poll) until DONE,
+    within `budget_s`; an error it finished with is the bake's CloudError."""
     deadline = time.monotonic() + budget_s
     with _gcp(action):
         while _op_status(op) != "DONE":
             if time.monotonic() >= deadline:
                 raise BakeError(f"{action} did not finish within {budget_s:g} s")
-            op = gce.zone_operations.wait(project=opts.project, zone=opts.zone, operation=op.name)
+            op = wait(op.name)
     _check_op(op, action)
+
+
+def _wait_zone(gce: Clients, opts: GcpBakeOptions, op: Any, action: str, budget_s: float) -> None:
+    _wait_op(op, lambda name: gce.zone_operations.wait(project=opts.project, zone=opts.zone, operation=name),
+             action, budget_s)
 
 
 def _wait_global(gce: Clients, opts: GcpBakeOptions, op: Any, action: str, budget_s: float) -> None:
-    deadline = time.monotonic() + budget_s
-    with _gcp(action):
-        while _op_status(op) != "DONE":
-            if time.monotonic() >= deadline:
-                raise BakeError(f"{action} did not finish within {budget_s:g} s")
-            op = gce.global_operations.wait(project=opts.project, operation=op.name)
-    _check_op(op, action)
+    _wait_op(op, lambda name: gce.global_operations.wait(project=opts.project, operation=name), action, budget_s)
 
 
 def _wait_status(gce: Clients, opts: GcpBakeOptions, name: str, want: str, timeouts: Timeouts) -> Any:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,6 @@ from controlplane.cli.errors import CliError
 
 @dataclass(frozen=True)
 class Cloud:
-    name: str  # "aws" | "gcp"
     build_options: Callable[[argparse.Namespace], Any]
     settings: Callable[[Any], dict[str, str]]  # plain stack config: what `down` needs later
 
@@ -72,8 +72,8 @@ def _inbound_cidr(args: argparse.Namespace) -> str:
 
 
 CLOUDS = {
-    "aws": Cloud("aws", _aws_options, lambda o: {"aws:region": o.region}),
-    "gcp": Cloud("gcp", _gcp_options, lambda o: {"gcp:project": o.project_id, "gcp:region": o.region,
+    "aws": Cloud(_aws_options, lambda o: {"aws:region": o.region}),
+    "gcp": Cloud(_gcp_options, lambda o: {"gcp:project": o.project_id, "gcp:region": o.region,
                                                  "gcp:zone": o.zone}),
 }
 
@@ -102,18 +102,16 @@ def _engine(args: argparse.Namespace) -> Any:
         return PulumiEngine(args.target, backend)
 
 
-class _engine_errors:  # noqa: N801 - used as a context manager
+@contextmanager
+def _engine_errors() -> Iterator[None]:
     """EngineError / TeardownError -> `Error: <their sentence>`."""
+    from infra.engine.errors import EngineError
+    from infra.teardown import TeardownError
 
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, _t: Any, exc: BaseException | None, _tb: Any) -> None:
-        from infra.engine.errors import EngineError
-        from infra.teardown import TeardownError
-
-        if isinstance(exc, (EngineError, TeardownError)):
-            raise CliError(str(exc)) from exc
+    try:
+        yield
+    except (EngineError, TeardownError) as e:
+        raise CliError(str(e)) from e
 
 
 def _confirm(question: str, expected: str | None) -> bool:

@@ -99,7 +99,7 @@ class PulumiStack:
         errors: list[str] = []
         with _calling(errors):
             result = self._stack.up(on_output=on_output, on_event=_collector([], errors), color=_color())
-        return {k: ("[secret]" if v.secret else v.value) for k, v in result.outputs.items()}
+        return _shown(result.outputs)
 
     def destroy(self, on_output: OnOutput) -> None:
         errors: list[str] = []
@@ -108,7 +108,12 @@ class PulumiStack:
 
     def outputs(self) -> dict[str, Any]:
         with _calling():
-            return {k: ("[secret]" if v.secret else v.value) for k, v in self._stack.outputs().items()}
+            return _shown(self._stack.outputs())
+
+
+def _shown(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Stack outputs as they may be printed: a secret one as "[secret]"."""
+    return {k: ("[secret]" if v.secret else v.value) for k, v in outputs.items()}
 
 
 def _color() -> str:
@@ -186,8 +191,8 @@ class PulumiEngine:
             ws = auto.LocalWorkspace(**self._options(_noop_program).__dict__)
             infos = []
             for s in ws.list_stacks():
-                outputs = {k: ("[secret]" if v.secret else v.value) for k, v in ws.stack_outputs(s.name).items()}
                 infos.append(StackInfo(name=s.name, resource_count=s.resource_count,
                                        last_update=s.last_update.isoformat() if s.last_update else None,
-                                       update_in_progress=bool(s.update_in_progress), outputs=outputs))
+                                       update_in_progress=bool(s.update_in_progress),
+                                       outputs=_shown(ws.stack_outputs(s.name))))
         return infos

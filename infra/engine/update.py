@@ -46,7 +46,7 @@ def _guard(stack: DeploymentStack, previous_db: str | None, policy: UpPolicy, co
     if not replaced and not losses:
         return
     say(f"This update of {stack.name} would replace or delete:")
-    for line in guard.describe(guard.replacements(changes) + [c for c in losses if c not in replaced]):
+    for line in guard.describe(replaced + [c for c in losses if c not in replaced]):
         say(line)
     if losses:
         if policy.allow_db_replace:
