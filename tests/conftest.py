@@ -1,55 +1,89 @@
-"""Fixtures shared by the whole suite.
+"""Fixtures shared by the whole suite: the databases a test runs on.
 
-``db_url`` runs a test once on SQLite and once on PostgreSQL (127.0.0.1:5432, trust auth),
-each time on a fresh, empty database that is dropped afterwards. Set
-DET_TEST_DATABASES=sqlite (or postgres) to run one backend only.
+Which databases a test runs on
+------------------------------
+A test that asks for ``db_url`` (or for a fixture built on it, such as ``api``) runs on **SQLite
+only** unless its module (or the test) says ``pytestmark = pytest.mark.both_databases``. Mark it
+so when what it checks goes through SQL whose behaviour can differ between the two: column types
+and their limits, NUL bytes and text encoding, locking and concurrent writers, migrations, ordering
+and pagination, JSON columns read in SQL, aggregates, the metric/log ingest path. Input validation
+refused before anything is stored, authorization, HTTP shapes, pages and pure logic run once.
+
+``pytest.mark.one_database("postgres")`` runs a test on PostgreSQL alone (where PostgreSQL is what a
+user of that scenario runs, e.g. a production cluster). DET_TEST_DATABASES=sqlite (or postgres)
+narrows every test to that backend.
+
+Each test gets its own database
+-------------------------------
+``db_url``: an empty database (a fresh SQLite file under ``tmp_path``, or a new PostgreSQL
+database dropped afterwards), for tests of migrations and of start-up itself.
+
+``master_db_url``: a copy of a database migrated to head with the default users already in it,
+made once per test process (an SQLite file copied with the backup API, or ``CREATE DATABASE ...
+TEMPLATE`` on PostgreSQL). The master's start-up finds everything it would create and goes on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import uuid
 
 import pytest
 
-PG_ADMIN_URL = os.environ.get("DET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.support.databases import TemplateDatabases, create_pg_database, drop_pg_database, pg_url
+
 BACKENDS = [b.strip() for b in os.environ.get("DET_TEST_DATABASES", "sqlite,postgres").split(",") if b.strip()]
 
 
-async def _pg_admin(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(PG_ADMIN_URL)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-def _run(coro) -> None:  # noqa: ANN001
-    """asyncio.run, in a thread of its own where this thread already runs a loop (Playwright's
-    sync API, which the browser tests hold open for the whole session)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(coro)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, coro).result()
+def backends_for(node) -> list[str]:  # noqa: ANN001
+    """The backends a test runs on, from its markers (see the module docstring)."""
+    if node.get_closest_marker("both_databases") is not None:
+        return list(BACKENDS)
+    one = node.get_closest_marker("one_database")
+    preferred = one.args[0] if one is not None and one.args else "sqlite"
+    return [preferred] if preferred in BACKENDS else BACKENDS[:1]
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request, tmp_path):
-    if request.param == "sqlite":
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_backend" in metafunc.fixturenames:
+        metafunc.parametrize("db_backend", backends_for(metafunc.definition), indirect=True)
+
+
+@pytest.fixture
+def db_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def db_url(db_backend, tmp_path):
+    """An empty database on the test's backend."""
+    if db_backend == "sqlite":
         yield f"sqlite:///{tmp_path}/master.db"
         return
-    name = f"det_test_{uuid.uuid4().hex[:12]}"
-    _run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    name = create_pg_database()
     try:
-        yield f"{base}/{name}"
+        yield pg_url(name)
     finally:
-        _run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        drop_pg_database(name)
+
+
+@pytest.fixture(scope="session")
+def _migrated_templates(tmp_path_factory):
+    """Per test process: the migrated, seeded template database of each backend, made on first use."""
+    templates = TemplateDatabases(tmp_path_factory.mktemp("db-templates"))
+    yield templates
+    templates.drop()
+
+
+@pytest.fixture
+def master_db_url(db_backend, tmp_path, _migrated_templates):
+    """A copy of the migrated database with the default users, on the test's backend."""
+    if db_backend == "sqlite":
+        path = tmp_path / "master.db"
+        _migrated_templates.copy_sqlite(path)
+        yield f"sqlite:///{path}"
+        return
+    name = create_pg_database(template=_migrated_templates.postgres())
+    try:
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)

@@ -154,8 +154,8 @@ def _quiet_sql_loggers() -> None:
         logger.setLevel(max(logging.WARNING, logger.level))
 
 
-def create_app(settings: MasterSettings) -> Litestar:
-    _quiet_sql_loggers()
+def build_runtime(settings: MasterSettings) -> MasterRuntime:
+    """Everything the master runs (database engine, orchestrator, autoscaler, loops), not started."""
     from controlplane.master.orchestration.hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
@@ -174,9 +174,17 @@ def create_app(settings: MasterSettings) -> Litestar:
     from controlplane.master.services.metric_writer import MetricWriter, writers_for
 
     rt.metric_writer = MetricWriter(rt.sessions, writers=writers_for(engine.dialect.name))
+    return rt
+
+
+def create_app(settings: MasterSettings) -> Litestar:
+    """The app over a new runtime. Handlers reach the runtime through ``app.state.runtime`` only, so
+    one app (whose routing and signature models cost most of its start) can serve another runtime."""
+    _quiet_sql_loggers()
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        rt = app.state.runtime
         await start_runtime(rt)
         try:
             yield
@@ -195,5 +203,5 @@ def create_app(settings: MasterSettings) -> Litestar:
         request_max_body_size=200 * 1024 * 1024,
         debug=False,
     )
-    app.state.runtime = rt
+    app.state.runtime = build_runtime(settings)
     return app

@@ -1,5 +1,8 @@
 """An in-process master (Litestar test client) on a fresh SQLite or PostgreSQL database.
 
+``api`` serves this process's one app over a runtime of the test's own, on a copy of a migrated
+database with the default users (``master_db_url``): tests/support/master_app.py says why.
+
 ``fake_agent`` plays an agent's part through the orchestrator's own entry points, so the
 trial lifecycle can be driven step by step without processes.
 """
@@ -12,10 +15,11 @@ import httpx
 import pytest
 import yaml
 
-from controlplane.master.app import create_app, start_runtime, stop_runtime
+from controlplane.master.app import start_runtime, stop_runtime
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.settings import MasterSettings
 from controlplane.wire import agent_protocol as wire
+from tests.support.master_app import app_with_runtime, release
 
 JOIN_TOKEN = "test-join-token"
 
@@ -31,15 +35,15 @@ CONFIG = {
 
 
 @pytest.fixture
-async def api(db_url, tmp_path):
+async def api(master_db_url, tmp_path):
     """The app, its runtime and the test share one event loop (the orchestrator's lock and
     queues are loop-bound), so the runtime is started here rather than by a test client."""
     # A fake agent's trial exits when its test says so, which on a loaded machine can be seconds
     # after a pause or a searcher's Stop: the preemption timeout must not fire in between (its
     # kill would come out of next_message instead of the message the test waits for).
-    settings = MasterSettings(data_dir=tmp_path / "master", db_url=db_url, join_token=JOIN_TOKEN,
+    settings = MasterSettings(data_dir=tmp_path / "master", db_url=master_db_url, join_token=JOIN_TOKEN,
                               agent_reconnect_wait_s=1.0, preemption_timeout_s=600.0)
-    app = create_app(settings)
+    app = app_with_runtime(settings)
     rt = app.state.runtime
     await start_runtime(rt)
     try:
@@ -51,6 +55,7 @@ async def api(db_url, tmp_path):
             client.headers["Authorization"] = f"Bearer {r.json()['token']}"
             yield client
     finally:
+        await release(app)
         await stop_runtime(rt)
 
 
