@@ -1,4 +1,4 @@
-"""`det cmd`, `det shell`, `det notebook` against the real master app, on SQLite and on PostgreSQL.
+"""`det cmd`, `det shell`, `det notebook` against the real master app (the routes' SQL: tests/controlplane/master).
 
 No agent joins, so whatever is launched stays QUEUED; log lines are written beside the master,
 into its database, as an agent's log shipping would.
@@ -29,8 +29,8 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 @pytest.fixture
-def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
-    with PaiMaster(tmp_path / "master", db_url) as m:
+def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
+    with PaiMaster(tmp_path / "master", master_db_url) as m:
         monkeypatch.setenv("DET_MASTER", m.url)
         yield m
 

@@ -1,4 +1,4 @@
-"""`det pai ...` against the real master app, on SQLite and on PostgreSQL (``db_url``).
+"""`det pai ...` against the real master app (SQLite; the routes' SQL runs on both in tests/controlplane/master).
 
 No agent joins, so a submitted job stays WAITING; its log lines are written beside the master,
 into its database, as an agent's log shipping would.
@@ -59,8 +59,8 @@ class PaiMaster(RealMaster):
 
 
 @pytest.fixture
-def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
-    with PaiMaster(tmp_path / "master", db_url) as m:
+def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
+    with PaiMaster(tmp_path / "master", master_db_url) as m:
         monkeypatch.setenv("DET_MASTER", m.url)
         yield m
 

@@ -13,6 +13,8 @@ from controlplane.master.settings import MasterSettings
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, JOIN_TOKEN, FakeAgent, create_experiment
 
+pytestmark = pytest.mark.both_databases  # port uniqueness among live allocations is read and written under concurrency
+
 GANG = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}, "resources": {"slots_per_trial": 4}}
 
 

@@ -17,6 +17,8 @@ from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experim
 from tests.controlplane.master.test_metrics_api import report
 from tests.controlplane.master.test_trial_lifecycle import task_headers
 
+pytestmark = pytest.mark.both_databases  # deletes of files then rows, half-done and re-run: transactions
+
 LOSSES = {1: [0.9, 0.3, 0.5], 2: [0.8, 0.7, 0.2]}  # per trial, at steps 10, 20, 30
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.controlplane.master.test_metrics_api import report, running_trial
+
+pytestmark = pytest.mark.both_databases  # checkpoint metadata is a JSON column; resume points move under concurrency
 
 
 async def test_report_then_list_and_describe(api):

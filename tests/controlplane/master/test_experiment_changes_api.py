@@ -7,10 +7,13 @@ import uuid
 from pathlib import Path
 from typing import cast
 
+import pytest
 import yaml
 
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+
+pytestmark = pytest.mark.both_databases  # cascading deletes, JSON metadata and summary metrics in SQL
 
 ONE = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": 1}}
 SINGLE = {**CONFIG, "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 10}}}

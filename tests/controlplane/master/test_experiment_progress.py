@@ -10,6 +10,8 @@ from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_allocations_rendezvous import task_headers
 
+pytestmark = pytest.mark.both_databases  # progress is aggregated in SQL
+
 
 async def report_batches(api, start: wire.StartTask, steps: int) -> None:  # noqa: ANN001
     body = {"group": "training", "metrics": {"stepsCompleted": steps, "metrics": {"avgMetrics": {"loss": 1.0}}}}

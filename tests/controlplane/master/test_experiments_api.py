@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import base64
 
+import pytest
 import yaml
 
 from tests.controlplane.master.conftest import CONFIG, create_experiment
+
+pytestmark = pytest.mark.both_databases  # listing, filters and pages are SQL
 
 
 async def test_create_list_get(api):

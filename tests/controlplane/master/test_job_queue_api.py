@@ -5,21 +5,24 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from controlplane.master.app import create_app, start_runtime, stop_runtime
+from controlplane.master.app import start_runtime, stop_runtime
 from controlplane.master.pools import parse_pools
 from controlplane.master.settings import MasterSettings
 from tests.controlplane.master.conftest import CONFIG, JOIN_TOKEN, FakeAgent, create_experiment
+from tests.support.master_app import app_with_runtime, release
+
+pytestmark = pytest.mark.both_databases  # queue order and moves are read from and written to SQL
 
 POOLS = [{"pool_name": "default", "scheduler": {"type": "priority"}},
          {"pool_name": "shared", "scheduler": {"type": "fair_share"}}]
 
 
 @pytest.fixture
-async def api2(db_url, tmp_path):
+async def api2(master_db_url, tmp_path):
     pools, compute, aux = parse_pools(POOLS, None)
-    settings = MasterSettings(data_dir=tmp_path / "m", db_url=db_url, join_token=JOIN_TOKEN, pools=pools,
+    settings = MasterSettings(data_dir=tmp_path / "m", db_url=master_db_url, join_token=JOIN_TOKEN, pools=pools,
                               default_resource_pool=compute, default_aux_pool=aux)
-    app = create_app(settings)
+    app = app_with_runtime(settings)
     await start_runtime(app.state.runtime)
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
@@ -29,6 +32,7 @@ async def api2(db_url, tmp_path):
             client.headers["Authorization"] = f"Bearer {token}"
             yield client
     finally:
+        await release(app)
         await stop_runtime(app.state.runtime)
 
 

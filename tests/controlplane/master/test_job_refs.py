@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import update as sql_update
 
 from controlplane.master.db.models import Experiment
 from tests.controlplane.master.conftest import create_experiment
 from tests.controlplane.master.test_job_queue_api import jobs, one_trial, update
+
+pytestmark = pytest.mark.both_databases  # short ids are prefix matches (LIKE) in SQL
 
 
 async def job_ids(api) -> dict[int, str]:  # noqa: ANN001

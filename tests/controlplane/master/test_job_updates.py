@@ -4,10 +4,14 @@ priority makes it give way when the pool is full (the scheduler decides, the que
 
 from __future__ import annotations
 
+import pytest
+
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import FakeAgent, create_experiment
 from tests.controlplane.master.test_allocations_rendezvous import task_headers
 from tests.controlplane.master.test_job_queue_api import api2, jobs, one_trial  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.both_databases  # a batch is one transaction: applied whole or not at all
 
 
 async def batch(api, *updates: dict):  # noqa: ANN001, ANN201

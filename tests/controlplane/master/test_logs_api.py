@@ -12,6 +12,8 @@ from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_trial_lifecycle import task_headers
 
+pytestmark = pytest.mark.both_databases  # NUL characters, and the log stream's pages in both orders
+
 ONE_TRIAL = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from controlplane.master.services.logs import ingest_agent_logs
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.test_logs_api import running
+
+pytestmark = pytest.mark.both_databases  # the rank filter is SQL over a JSON column
 
 
 async def test_rank_ids_keep_only_those_workers_lines(api):

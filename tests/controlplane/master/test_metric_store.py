@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.controlplane.master.conftest import FakeAgent, create_experiment
 from tests.controlplane.master.test_metrics_api import report
 from tests.controlplane.master.test_trial_lifecycle import task_headers
+
+pytestmark = pytest.mark.both_databases  # the ingest path: one statement per batch, per dialect
 
 
 async def test_values_read_back_and_times_are_stored_in_utc(api):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
+import pytest
+
 from controlplane.master.db.models import Trial
 from controlplane.master.errors import Conflict
 from controlplane.master.principals import TaskPrincipal
@@ -13,6 +15,8 @@ from controlplane.master.services import metric_writer
 from controlplane.master.services import metrics as metric_svc
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+
+pytestmark = pytest.mark.both_databases  # the ingest path: grouped transactions, per dialect
 
 TRIALS = 4
 FOUR = {**CONFIG, "searcher": {**cast(dict, CONFIG["searcher"]), "max_trials": TRIALS,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.controlplane.master.conftest import FakeAgent, create_experiment
 from tests.controlplane.master.test_trial_lifecycle import task_headers
+
+pytestmark = pytest.mark.both_databases  # the ingest path, NaN/Inf and NUL values, pages
 
 
 async def running_trial(api):  # noqa: ANN001, ANN201

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from controlplane.master.services.models import registered_checkpoint_uuids
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_metrics_api import report
 from tests.controlplane.master.test_trial_lifecycle import task_headers
+
+pytestmark = pytest.mark.both_databases  # concurrent registrations get distinct numbers; sorting and pages
 
 # What the Determined 0.38.1 client's from_json requires (bindings.v1Model, v1ModelVersion, v1Checkpoint).
 V1_MODEL = {"archived", "creationTime", "id", "lastUpdatedTime", "metadata", "name", "numVersions", "userId",

@@ -12,6 +12,8 @@ import pytest
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
+pytestmark = pytest.mark.both_databases  # job names unique per user (a constraint); the job JSON stored
+
 
 def job(name: str = "tf-dist", retry: int = 0, **changes: Any) -> dict[str, Any]:
     """The guide's ps/worker shape: ps tasks need no slot, each worker one."""

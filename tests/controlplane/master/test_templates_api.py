@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import select
 
 from controlplane.master.db.models import Template
 from controlplane.master.redaction import MASK
+
+pytestmark = pytest.mark.both_databases  # listing ordered by name: collation differs
 
 # What Determined 0.38.1's client requires of a template (bindings.v1Template.from_json).
 V1_TEMPLATE = {"name", "config", "workspaceId"}

@@ -16,6 +16,8 @@ from controlplane.master.services import metrics as metric_svc
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
+pytestmark = pytest.mark.both_databases  # run fencing and requeues under concurrent writes
+
 
 def task_headers(token: str) -> dict:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}

@@ -33,6 +33,7 @@ async def admin(api) -> str:  # noqa: ANN001
     return await login(api, "admin")
 
 
+@pytest.mark.both_databases  # users listed in pages and found by name: ordering and collation
 async def test_admin_creates_users_that_are_listed_paged_and_found_by_id_and_name(api, admin):
     alice = await create_user(api, admin, "alice", password="pw")
     await create_user(api, admin, "vera", role="viewer")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from tests.controlplane.master.conftest import CONFIG, create_experiment
 from tests.controlplane.master.test_templates_api import admin_headers, new_user
+
+pytestmark = pytest.mark.both_databases  # unique names and NUL bytes: the constraint and text type differ
 
 # What Determined 0.38.1's client requires (bindings.v1Workspace / v1Project .from_json).
 V1_WORKSPACE = {"archived", "errorMessage", "id", "immutable", "name", "numExperiments", "numProjects", "pinned",

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from controlplane.master.app import create_app, start_runtime, stop_runtime
+from controlplane.master.app import start_runtime, stop_runtime
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
 from controlplane.master.pools import parse_pools
 from controlplane.master.settings import MasterSettings
 from provisioners.fake import FakeClock, FakeProvisioner
 from tests.controlplane.master.conftest import JOIN_TOKEN, FakeAgent
+from tests.support.master_app import app_with_runtime, release
 
 BASE_PROVIDER = {"type": "fake", "instance_type": "t1", "zones": ["zone-a", "zone-b"], "max_instances": 2,
                  "slots_per_instance": 1, "max_idle_agent_period": "60s", "max_agent_starting_period": "5m",
@@ -61,7 +62,7 @@ async def start_master(db_url: str, tmp_path, provider: dict, cloud, **settings)
     """A master whose pool `gpu` is served by `cloud`, its autoscaler built as in production
     but not looping: the test calls `tick(now)` itself."""
     pools, compute, aux = parse_pools([{"pool_name": "gpu", "provider": provider}], None)
-    app = create_app(MasterSettings(data_dir=tmp_path / "m", db_url=db_url, join_token=JOIN_TOKEN, pools=pools,
+    app = app_with_runtime(MasterSettings(data_dir=tmp_path / "m", db_url=db_url, join_token=JOIN_TOKEN, pools=pools,
                                     default_resource_pool=compute, default_aux_pool=aux,
                                     provisioner_overrides={"gpu": cloud}, preemption_timeout_s=30.0, **settings))
     rt = app.state.runtime
@@ -81,14 +82,14 @@ async def login(rt) -> httpx.AsyncClient:  # noqa: ANN001
 
 
 @pytest.fixture
-async def fake_pool(db_url, tmp_path):
+async def fake_pool(master_db_url, tmp_path):
     started: list = []
 
     async def make(*, reconnect_wait_s: float = 300.0, cloud: FakeProvisioner | None = None, **provider) -> FakePool:  # noqa: ANN003
         clock = FakeClock()
         fake = cloud or FakeProvisioner(zones=["zone-a", "zone-b"])
         fake.clock = clock
-        rt = await start_master(db_url, tmp_path, {**BASE_PROVIDER, **provider}, fake,
+        rt = await start_master(master_db_url, tmp_path, {**BASE_PROVIDER, **provider}, fake,
                                 agent_reconnect_wait_s=reconnect_wait_s)
         started.append(rt)
         client = await login(rt)
@@ -100,4 +101,5 @@ async def fake_pool(db_url, tmp_path):
         if isinstance(thing, httpx.AsyncClient):
             await thing.aclose()
         else:
+            await release(thing.app)
             await stop_runtime(thing)

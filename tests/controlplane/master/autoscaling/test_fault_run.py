@@ -15,6 +15,8 @@ from provisioners.base import QuotaExceeded
 from tests.controlplane.master.autoscaling.conftest import FakePool
 from tests.controlplane.master.conftest import CONFIG, create_experiment
 
+pytestmark = pytest.mark.both_databases  # the reconciler's reads, the orchestrator's writes: transactions
+
 TICK_S = 5.0
 MAX = 4
 EXPERIMENT = {**CONFIG, "max_restarts": 5,

@@ -4,6 +4,7 @@ instances reaped, a vanished instance's trial re-queued from its checkpoint at o
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.wire import agent_protocol as wire
@@ -11,6 +12,8 @@ from provisioners.base import LaunchRequest, QuotaExceeded
 from provisioners.fake import FakeProvisioner
 from tests.controlplane.master.conftest import CONFIG, create_experiment
 from tests.controlplane.master.test_trial_lifecycle import report_checkpoint
+
+pytestmark = pytest.mark.both_databases  # work placed while the autoscaler reads: transaction isolation differs
 
 ONE = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
 

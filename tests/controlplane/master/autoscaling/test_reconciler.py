@@ -12,6 +12,7 @@ from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, NoCapacity
 from provisioners.base import Instance as CloudInstance
 from tests.controlplane.master.autoscaling.conftest import login, start_master
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+from tests.support.master_app import release
 
 PROVIDER = {"type": "fake", "instance_type": "t1", "zones": ["zone-a", "zone-b"], "max_instances": 2,
             "slots_per_instance": 1, "max_idle_agent_period": "60s", "max_agent_starting_period": "5m",
@@ -50,14 +51,15 @@ class ScriptedCloud:
 
 
 @pytest.fixture
-async def scaled(db_url, tmp_path):
+async def scaled(master_db_url, tmp_path):
     cloud = ScriptedCloud()
-    rt = await start_master(db_url, tmp_path, PROVIDER, cloud)
+    rt = await start_master(master_db_url, tmp_path, PROVIDER, cloud)
     api = await login(rt)
     try:
         yield api, rt.autoscaler.pools["gpu"], cloud
     finally:
         await api.aclose()
+        await release(rt.app)
         await stop_runtime(rt)
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from controlplane.master.db.engine import make_engine
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import Base
+
+pytestmark = pytest.mark.both_databases  # migrations and the schema they build are per dialect
 
 
 async def test_migrations_match_the_models(db_url):

@@ -13,6 +13,8 @@ from controlplane.master.db.models import Allocation, Instance
 from controlplane.master.services import spend
 from tests.controlplane.master.conftest import FakeAgent, create_experiment
 
+pytestmark = pytest.mark.both_databases  # spend is summed and bucketed in SQL (time arithmetic differs)
+
 
 async def _two_allocations_on_an_instance(api):  # noqa: ANN001, ANN202
     """Experiment ``exp`` holds 1 of the 2 slots of instance i-1 twice: 0..1000 s and 500 s..now,
