@@ -48,6 +48,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("db_backend", backends_for(metafunc.definition), indirect=True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Cluster scenarios first (stable within each kind): they take minutes each, and the workers
+    then finish together on the short tests instead of one waiting out a long scenario at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
 @pytest.fixture
 def db_backend(request: pytest.FixtureRequest) -> str:
     return request.param
