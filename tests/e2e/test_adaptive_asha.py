@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import requests
 import yaml
 
 from controlplane.config.experiment import parse_experiment_config
 from controlplane.searchers import Create, Stop, make_searcher
 from tests.support.cluster import login
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = pytest.mark.e2e
 
 LENGTH, EVERY, SEED = 16, 4, 3  # seed 3: one trial trains the full 16 batches, four are stopped at 4 or 8
 

@@ -17,9 +17,14 @@ from tests.e2e.conftest import EXAMPLE, kill_if_alive, processes_mentioning
 from tests.support.cluster import login, wait_for
 from tests.support.storage_servers import gcs_bucket, gcs_emulator, moto_s3, s3_bucket  # noqa: F401 (fixtures)
 
-# Its own waits (two checkpoints, then the whole trial) add up to more than the suite's default
-# 300 s on a loaded machine with the GCS emulator; the test bounds itself with those waits.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [
+    pytest.mark.e2e,
+    # PostgreSQL: checkpoints in cloud storage that outlive a killed trial, as a production cluster keeps them.
+    pytest.mark.one_database("postgres"),
+    # Its own waits (two checkpoints, then the whole trial) add up to more than the suite's default
+    # 300 s on a loaded machine with the GCS emulator; the test bounds itself with those waits.
+    pytest.mark.timeout(900),
+]
 
 PREFIX = "e2e/ckpts"
 BATCHES = 800  # a checkpoint every 100 batches

@@ -24,6 +24,9 @@ from tests.support.boot_simulator import BootSimulator
 from tests.support.cluster import MasterProcess, login, wait_for
 from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
 
+# PostgreSQL: cloud autoscaling is a production cluster's, and its master runs on PostgreSQL.
+pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
+
 REGION, ZONE = "us-west-2", "us-west-2a"
 GCE_PROJECT, GCE_ZONE = "det-test", "us-central1-a"
 AWS_ENV = aws_env(REGION)

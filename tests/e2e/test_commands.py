@@ -15,9 +15,16 @@ import time
 import httpx
 import pytest
 
+from tests.e2e.conftest import shared_local_cluster
 from tests.support.cluster import login
 
-pytestmark = pytest.mark.e2e
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+# The module shares a cluster (below): its tests run on one worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_commands")]
+
+# Each test launches, follows and kills its own command, shell, notebook or TensorBoard on the one
+# 1-slot cluster the module shares.
+local_cluster = shared_local_cluster
 
 SCRIPT = """import sys
 print(f"hello from {sys.argv[1]}", flush=True)
@@ -104,6 +111,7 @@ def test_shell_open_runs_a_command_on_the_shells_ssh_server(local_cluster, tmp_p
     assert (r.returncode, r.stderr) == (1, f"Error: shell {shell_id} is not running (TERMINATED)\n")
 
 
+@pytest.mark.usefixtures("own_cluster")  # `det shell list` must list its shell alone, not the other tests' too
 def test_shell_start_waits_until_it_runs_then_opens_it(local_cluster):
     cluster = local_cluster(agents=1, slots=1)
     r = cluster.det("shell", "start", "--description", "one-shot", "--", "echo", "from-start", timeout=240)

@@ -7,7 +7,12 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from tests.e2e.conftest import EXAMPLE
+
+# PostgreSQL: the real Determined client drives the master as Determined's users run it, on PostgreSQL.
+pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
 
 
 def test_determined_cli_create_list_describe_logs(local_cluster, determined_cli, tmp_path):

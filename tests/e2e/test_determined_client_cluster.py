@@ -14,9 +14,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.e2e.conftest import EXAMPLE
+
+# PostgreSQL: the real Determined client drives the master as Determined's users run it, on PostgreSQL.
+pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
 
 PASSWORD = "Passw0rdX"  # meets the client's complexity check
 

@@ -18,7 +18,12 @@ import yaml
 from tests.e2e.conftest import EXAMPLE
 from tests.support.cluster import login, wait_for
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [
+    pytest.mark.e2e,
+    # PostgreSQL: the real Determined client drives the master as Determined's users run it, on PostgreSQL.
+    pytest.mark.one_database("postgres"),
+    pytest.mark.timeout(900),
+]
 
 SDK_SCRIPT = r"""
 import json, sys, warnings

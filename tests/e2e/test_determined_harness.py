@@ -22,7 +22,9 @@ from tests.support.cluster import login, wait_for
 from tests.support.determined_venv import ENVIRONMENT_NAME
 from tests.support.storage_servers import gcs_bucket, gcs_emulator, moto_s3, s3_bucket  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.e2e
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+# The module shares a cluster (below): its tests run on one worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_determined_harness")]
 
 HERE = Path(__file__).parent
 TUTORIALS = HERE / "determined_tutorials"
@@ -30,8 +32,10 @@ PYTORCH_TRIAL = HERE / "determined_pytorch_trial"
 
 
 @pytest.fixture
-def cluster(local_cluster, determined_venv):
-    return local_cluster(agents=2, slots=2, environments={ENVIRONMENT_NAME: determined_venv})
+def cluster(shared_local_cluster, determined_venv):
+    """The module's one 2x2 cluster: each test submits and waits out its own experiments. (The
+    bucket test starts its own: the emulator reaches the cluster through variables set before it.)"""
+    return shared_local_cluster(agents=2, slots=2, environments={ENVIRONMENT_NAME: determined_venv})
 
 
 def submit(cluster, tmp_path: Path, stage: str, **changes) -> int:

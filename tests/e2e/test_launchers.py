@@ -9,7 +9,14 @@ import re
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.e2e.conftest import shared_local_cluster
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+# The module shares a cluster (below): its tests run on one worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_launchers")]
+
+# Both tests run their own 4-rank experiment, one after the other, on the same two 2-slot agents.
+local_cluster = shared_local_cluster
 
 ALL_REDUCE = """\
 import os, sys, time

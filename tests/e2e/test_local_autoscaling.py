@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.e2e.conftest import EXAMPLE, det, processes_mentioning
 from tests.support.cluster import free_port, wait_for
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = pytest.mark.e2e
 
 
 def test_instances_come_for_work_and_go_when_idle(tmp_path, db_url):

@@ -6,11 +6,15 @@ import json
 import os
 import signal
 
+import pytest
 import requests
 
 from tests.e2e.conftest import EXAMPLE, pid_alive, processes_mentioning
 from tests.support.cluster import login, wait_for
 from tests.support.processes import descendants
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = pytest.mark.e2e
 
 
 def test_random_search_on_two_agents(local_cluster):

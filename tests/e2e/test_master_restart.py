@@ -10,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.e2e.conftest import EXAMPLE
 from tests.support.cluster import login, wait_for
+
+# PostgreSQL: state that survives kill -9 of the master is a production cluster's, on PostgreSQL.
+pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
 
 REPORT_EVERY = 25  # examples/spirals/train.py
 

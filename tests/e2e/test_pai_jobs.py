@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 pytestmark = pytest.mark.e2e
 
 DEMO = r'''

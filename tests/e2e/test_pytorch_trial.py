@@ -16,6 +16,7 @@ import requests
 
 from tests.support.cluster import login, wait_for
 
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 pytestmark = pytest.mark.e2e
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch_trial"

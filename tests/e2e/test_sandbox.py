@@ -16,7 +16,9 @@ import yaml
 
 from tests.support.cluster import login, wait_for
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")]
 
 TRAIN_PY = """\
 import json, os, sys

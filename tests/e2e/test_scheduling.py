@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import requests
 
 from tests.e2e.conftest import EXAMPLE
 from tests.support.cluster import login, wait_for
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = pytest.mark.e2e
 
 REPORT_EVERY = 25  # examples/spirals/train.py
 LOW_BATCHES = 6000

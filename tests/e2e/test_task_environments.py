@@ -10,10 +10,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.cluster import wait_for
 from tests.support.determined_venv import ENVIRONMENT_NAME
+
+# SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
+pytestmark = pytest.mark.e2e
 
 CHECK_PY = """\
 import os, shutil, sys

@@ -1,7 +1,9 @@
 """Real processes for tests: a det-master on a free loopback port, det-agents, and a login.
 
 Everything started here is stopped by the fixture that started it (process groups, so no
-grandchild outlives a test).
+grandchild outlives a test). Each master gets its own port (``free_port``), data dir (the test's
+``tmp_path`` or a module's ``tmp_path_factory`` dir) and database (a file there, or a PostgreSQL
+database with a random name), so xdist workers never share one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -26,6 +30,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def database_for(node, directory: Path) -> Iterator[str]:  # noqa: ANN001
+    """An empty database for a master that serves more than one test (a module's shared cluster),
+    on the backend ``node``'s markers choose (``backends_for`` in tests/conftest.py: SQLite unless the
+    module says ``one_database("postgres")``): an SQLite file in ``directory``, or a new PostgreSQL
+    database dropped afterwards. The per-test ``db_url`` fixture is this for one test."""
+    from tests.conftest import backends_for
+    from tests.support.databases import create_pg_database, drop_pg_database, pg_url
+
+    backends = backends_for(node)
+    if len(backends) != 1:
+        raise ValueError(f"{node.nodeid}: a shared master runs on one database; mark it one_database(...)")
+    if backends[0] == "sqlite":
+        directory.mkdir(parents=True, exist_ok=True)
+        yield f"sqlite:///{directory}/master.db"
+        return
+    name = create_pg_database()
+    try:
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)
 
 
 def login(url: str, username: str = "determined", password: str = "") -> str:

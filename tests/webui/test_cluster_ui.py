@@ -11,6 +11,9 @@ import pytest
 from tests.e2e.conftest import det, kill_if_alive, processes_mentioning
 from tests.support.cluster import free_port, wait_for
 
+# SQLite (the default): the pages and the processes behind them are under test, not SQL.
+pytestmark = pytest.mark.e2e
+
 SHORT_JOB = "import time\ntime.sleep(5)\nprint('done', flush=True)\n"
 
 

@@ -17,6 +17,9 @@ import yaml
 
 from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for
 
+# SQLite (the default): the pages and the processes behind them are under test, not SQL.
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[2]
 SPIRALS = ROOT / "examples" / "spirals"
 BIN = Path(sys.executable).parent

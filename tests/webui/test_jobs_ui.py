@@ -11,6 +11,9 @@ import pytest
 from tests.e2e.conftest import det
 from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for
 
+# SQLite (the default): the pages and the processes behind them are under test, not SQL.
+pytestmark = pytest.mark.e2e
+
 SLEEPER = "import time\ntime.sleep(3600)\n"  # holds its slot until the test stops the cluster
 
 

@@ -6,16 +6,23 @@ import re
 
 import pytest
 
-from tests.support.cluster import MasterProcess
+from tests.support.cluster import MasterProcess, database_for
+
+# SQLite (the default): the pages and the processes behind them are under test, not SQL.
+# The module shares a master (below): its tests run on one worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_sign_in")]
 
 
-@pytest.fixture
-def master(tmp_path, db_url):
-    m = MasterProcess(tmp_path / "master", db_url).start()
-    try:
-        yield m
-    finally:
-        m.stop()
+@pytest.fixture(scope="module")
+def master(request, tmp_path_factory):
+    """One master for the module: each test signs in (or fails to) in a browser context of its own."""
+    data = tmp_path_factory.mktemp("master")
+    with database_for(request.node, data / "db") as db_url:
+        m = MasterProcess(data / "master", db_url).start()
+        try:
+            yield m
+        finally:
+            m.stop()
 
 
 def test_sign_in_lands_on_experiments_and_sign_out_ends_the_session(ui, master):
