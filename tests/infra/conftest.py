@@ -1,5 +1,6 @@
 """Helpers for the infra tests: pick planned resources out of a dry run, and run a rendered master
-boot script with bash against a stub det-master that records how it was started."""
+boot script with bash against a stub det-master that records how it was started. moto's fixtures
+(tests/infra/moto_fixtures.py) are registered here, so its one server serves every module."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from infra.dry_run import PlannedResource
+from tests.infra.moto_fixtures import moto_server, moto_url, session  # noqa: F401 (fixtures)
 
 
 def of_type(resources: list[PlannedResource], typ: str) -> list[PlannedResource]:

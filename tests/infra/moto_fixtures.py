@@ -1,6 +1,7 @@
-"""moto on loopback for the infra tests (preflight, `down`'s cleanup): import the fixtures you use.
+"""moto on loopback for the infra tests (preflight, `down`'s cleanup); tests/infra/conftest.py
+registers these fixtures.
 
-One server per module (its first EC2 call costs seconds), reset before every test; the AWS
+One server per test process (its first EC2 call costs seconds), reset before every test; the AWS
 variables point boto3 at it with dummy credentials moto accepts.
 """
 
@@ -16,7 +17,7 @@ REGION = "us-east-1"
 AWS_ENV = aws_env(REGION)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     with moto_server_thread() as url:
         yield url

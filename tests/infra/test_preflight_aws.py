@@ -17,11 +17,7 @@ from botocore.exceptions import ClientError
 
 from infra.options import AwsOptions
 from infra.preflight.aws import check
-from tests.infra import moto_fixtures
 from tests.infra.moto_fixtures import REGION
-
-# The fixtures this module uses (tests/infra/conftest.py belongs to the Pulumi program tests).
-moto_server, moto_url, session = moto_fixtures.moto_server, moto_fixtures.moto_url, moto_fixtures.session
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -76,7 +76,8 @@ def catalog() -> Catalog:
 @pytest.fixture
 def clients(catalog: Catalog) -> Iterator[GcpClients]:
     httpd = serve(catalog)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # A short poll: shutdown() waits up to one (0.5 s by default).
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield GcpClients(endpoint=f"http://127.0.0.1:{httpd.server_address[1]}")

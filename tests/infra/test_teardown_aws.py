@@ -9,11 +9,8 @@ import pytest
 from infra.options import TAG_DEPLOYMENT, TAG_ROLE
 from infra.teardown import TeardownError
 from infra.teardown.aws import teardown
-from tests.infra import moto_fixtures
 from tests.infra.moto_fixtures import REGION
-
-# The fixtures this module uses (tests/infra/conftest.py belongs to the Pulumi program tests).
-moto_server, moto_url, session = moto_fixtures.moto_server, moto_fixtures.moto_url, moto_fixtures.session
+from tests.support.moto_server import stock_image
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,7 +21,7 @@ def ec2(session):  # noqa: ANN001, ANN201
 
 
 def launch(ec2: Any, tags: dict[str, str], spot: bool = False) -> str:
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = stock_image(ec2)
     extra: dict[str, Any] = {"InstanceMarketOptions": {"MarketType": "spot"}} if spot else {}
     if tags:
         extra["TagSpecifications"] = [{"ResourceType": "instance",
@@ -42,7 +39,7 @@ def test_down_stops_the_master_cancels_spot_requests_and_terminates_only_this_de
     master = launch(ec2, {TAG_DEPLOYMENT: "demo", TAG_ROLE: "master"})
     agent = launch(ec2, {TAG_DEPLOYMENT: "demo", TAG_ROLE: "agent", "det-pool": "gpu"})
     spot_agent = launch(ec2, {TAG_DEPLOYMENT: "demo", TAG_ROLE: "agent"}, spot=True)
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = stock_image(ec2)
     request = ec2.request_spot_instances(
         InstanceCount=1, LaunchSpecification={"ImageId": ami, "InstanceType": "g4dn.xlarge"},
         TagSpecifications=[{"ResourceType": "spot-instances-request",

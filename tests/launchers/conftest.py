@@ -10,22 +10,24 @@ import sys
 import time
 from pathlib import Path
 
+# MODE=fail: rank 1 exits 3; MODE=hang: rank 1 exits 4 and rank 2 ignores SIGTERM (only SIGKILL
+# stops it). Rank 1 fails once every rank has started (its pid file is there), so each of them is
+# one the launcher must stop; the file is written after the rank has set up its signals.
 WORKER = """\
-import os, signal, sys, time
+import glob, os, signal, sys, time
 rank = int(os.environ["RANK"])
-open(f"pid-{rank}", "w").write(str(os.getpid()))
 mode = os.environ.get("MODE", "ok")
+if mode == "hang" and rank == 2:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(f"pid-{rank}", "w").write(str(os.getpid()))
 print("env", {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
       "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_DIST_PORTS")}, sys.argv[1:], flush=True)
-if mode == "fail" and rank == 1:
-    time.sleep(1)
-    sys.exit(3)
+if mode in ("fail", "hang") and rank == 1:
+    deadline = time.monotonic() + 30
+    while len(glob.glob("pid-*")) < int(os.environ["WORLD_SIZE"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sys.exit(3 if mode == "fail" else 4)
 if mode in ("fail", "hang"):
-    if mode == "hang" and rank == 2:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if mode == "hang" and rank == 1:
-        time.sleep(1)
-        sys.exit(4)
     time.sleep(600)
 """
 
@@ -72,8 +74,21 @@ def launcher_env(info: Path | None, **extra: str) -> dict[str, str]:
     return env
 
 
-def start(module: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", module, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+def own_python(tmp_path: Path) -> str:
+    """This test's own path to the venv's interpreter (the venv reached through a link in ``tmp_path``).
+
+    DeepSpeed's runner, when it is stopped, kills its gang with ``pkill -f "PYTHON -u -m
+    deepspeed.launcher.launch"`` (PYTHON: its own sys.executable) on every container. On one machine
+    that also kills any other DeepSpeed gang started with the same interpreter path (another xdist
+    worker's test); launchers started with a path of their own match only this test's processes."""
+    link = tmp_path / "venv"
+    link.symlink_to(sys.prefix, target_is_directory=True)
+    return str(link / "bin" / Path(sys.executable).name)
+
+
+def start(module: str, args: list[str], env: dict[str, str], cwd: Path, python: str = sys.executable
+          ) -> subprocess.Popen:
+    return subprocess.Popen([python, "-m", module, *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -93,6 +108,19 @@ def gone(pid: int, within_s: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def wait_listening(port: int, proc: subprocess.Popen, within_s: float = 60.0) -> None:
+    """Until something accepts connections on 127.0.0.1:``port`` (``proc`` must not exit first)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        assert proc.poll() is None, f"exited {proc.returncode} before listening on {port}: {proc.communicate()}"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on {port} after {within_s}s"
+            time.sleep(0.05)
 
 
 def pids(cwd: Path) -> dict[int, int]:

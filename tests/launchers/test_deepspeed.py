@@ -13,7 +13,18 @@ import pytest
 from controlplane.master.orchestration.rendezvous import new_ssh_key
 from launchers import _cluster, _ssh, _worker
 from launchers import deepspeed as ds
-from tests.launchers.conftest import WORKER, finish, gang_ports, gone, launcher_env, pids, start, write_info
+from tests.launchers.conftest import (
+    WORKER,
+    finish,
+    gang_ports,
+    gone,
+    launcher_env,
+    own_python,
+    pids,
+    start,
+    wait_listening,
+    write_info,
+)
 from tests.launchers.test_torch_distributed import ALL_REDUCE, env_lines
 
 pytest.importorskip("deepspeed")
@@ -70,10 +81,12 @@ def test_a_failure_stops_every_worker(tmp_path, mode, want):
 def _gang(tmp_path, mode: str = "ok", script: str = "w.py") -> list[tuple[int, str, str]]:
     key = new_ssh_key()
     ports = gang_ports(2)
+    python = own_python(tmp_path)  # DeepSpeed's stop (pkill -f) then reaches this gang only
     procs = []
     for rank in (1, 0):  # the worker container first, as an agent might start it
         info = write_info(tmp_path / f"info{rank}", rank=rank, counts=(2, 2), ports=ports, ssh_key=key)
-        procs.append(start(MOD, [script], launcher_env(info, MODE=mode, DET_LAUNCHER_GRACE_S="2"), tmp_path))
+        procs.append(start(MOD, [script], launcher_env(info, MODE=mode, DET_LAUNCHER_GRACE_S="2"), tmp_path,
+                           python=python))
     return [finish(p, timeout=400) for p in reversed(procs)]
 
 
@@ -107,9 +120,11 @@ def test_an_unknown_ssh_key_is_refused(tmp_path):
     server_info = write_info(tmp_path / "s", rank=1, counts=(1, 1), ports=ports, ssh_key=new_ssh_key())
     server = start(MOD, ["w.py"], launcher_env(server_info, DET_LAUNCHER_SSH_WAIT_S="20"), tmp_path)
     try:
+        wait_listening(ports["ssh"][1], server)  # the refusal below is the server's, not a closed port's
         hosts = {"det-container-1": {"addr": "127.0.0.1", "port": ports["ssh"][1], "self": False}}
         (tmp_path / "stranger").write_text(new_ssh_key())
-        env = {**launcher_env(None, DET_LAUNCHER_SSH_WAIT_S="3"),
+        # The client retries a refused key until this deadline (at least one attempt reaches the server).
+        env = {**launcher_env(None, DET_LAUNCHER_SSH_WAIT_S="1"),
                **_ssh.write_tool_dir(tmp_path / "tools", hosts, str(tmp_path / "stranger"))}
         res = subprocess.run([str(tmp_path / "tools/bin/ssh"), "det-container-1", "echo", "in"], env=env,
                              capture_output=True, text=True, timeout=60)

@@ -190,7 +190,9 @@ class GceTestServer:
         self.state = self.state_class()
         handler = type("Handler", (self.handler_class,), {"state": self.state})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # A short poll: shutdown() waits up to one (0.5 s by default), at every test's end.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     @property
     def url(self) -> str:

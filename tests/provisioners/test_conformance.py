@@ -43,11 +43,10 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         import boto3
 
         from provisioners.ec2 import Ec2Config, Ec2Provisioner
+        from tests.support.moto_server import stock_image
 
         url = request.getfixturevalue("moto_url")
-        image = boto3.client("ec2", region_name="us-west-2", endpoint_url=url).describe_images(
-            Owners=["amazon"]
-        )["Images"][0]["ImageId"]
+        image = stock_image(boto3.client("ec2", region_name="us-west-2", endpoint_url=url))
         cfg = Ec2Config(region="us-west-2", instance_type="g5.xlarge", image_id=image, endpoint_url=url)
         yield Harness(Ec2Provisioner(cfg), "g5.xlarge", "us-west-2a", "i-0123456789abcdef0")
     elif kind == "gce":

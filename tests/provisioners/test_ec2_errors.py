@@ -100,11 +100,16 @@ def test_injected_capacity_error_through_real_botocore(moto_url: str) -> None:
     """moto never says "no capacity": answer RunInstances with EC2 error XML before it is sent."""
     import boto3
     from botocore.awsrequest import AWSResponse
+    from botocore.config import Config
 
     from provisioners.ec2 import Ec2Config, Ec2Provisioner
+    from tests.support.moto_server import stock_image
 
-    client = boto3.client("ec2", region_name="us-west-2", endpoint_url=moto_url)
-    image = client.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    # One attempt: the hook answers every attempt alike, and botocore's retries of a 500 (with
+    # backoff) would only add seconds before the same error is parsed.
+    client = boto3.client("ec2", region_name="us-west-2", endpoint_url=moto_url,
+                          config=Config(retries={"total_max_attempts": 1}))
+    image = stock_image(client)
     body = (
         b'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error>'
         b"<Code>InsufficientInstanceCapacity</Code><Message>We currently do not have sufficient "

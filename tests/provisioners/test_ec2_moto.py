@@ -16,6 +16,7 @@ import pytest
 from provisioners.base import TAG_CLUSTER, TAG_POOL, TAG_REQUEST, InvalidConfig, LaunchRequest, Provisioner
 from provisioners.ec2 import Ec2Config, Ec2Provisioner
 from tests.provisioners.conftest import REGION
+from tests.support.moto_server import stock_image
 
 ZONES = [f"{REGION}a", f"{REGION}b"]
 
@@ -27,8 +28,7 @@ def ec2(moto_url: str) -> Any:
 
 @pytest.fixture
 def image_id(ec2: Any) -> str:
-    images = ec2.describe_images(Owners=["amazon"])["Images"]
-    return str(images[0]["ImageId"])
+    return stock_image(ec2)
 
 
 def make(moto_url: str, image_id: str, **kw: Any) -> Ec2Provisioner:

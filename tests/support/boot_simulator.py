@@ -86,7 +86,9 @@ class MetadataServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"imds-{instance_id}", daemon=True)
+        # A short poll: stop()'s shutdown() waits up to one (0.5 s by default).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"imds-{instance_id}", daemon=True)
         self._thread.start()
 
     @property

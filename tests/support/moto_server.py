@@ -23,6 +23,20 @@ def moto_server_thread() -> Iterator[str]:
         server.stop()
 
 
+# The first of moto's stock AMIs (owner "amazon", in every region): what these tests launch from.
+STOCK_IMAGE_NAME = "Windows_Server-2016-English-Nano-Base-2017.10.13"
+
+
+def stock_image(ec2: Any) -> str:
+    """The id of one of moto's stock AMIs, looked up by name through `ec2` (a boto3 EC2 client).
+
+    Asking for one by name costs milliseconds; listing them all (`Owners=["amazon"]`, ~1300 images)
+    costs moto and botocore about a second of CPU per call, several on a loaded machine."""
+    images = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": [STOCK_IMAGE_NAME]}])["Images"]
+    assert len(images) == 1, f"moto has no single stock AMI named {STOCK_IMAGE_NAME!r}: {images}"
+    return str(images[0]["ImageId"])
+
+
 def aws_env(region: str) -> dict[str, str]:
     """Dummy credentials (moto only needs them present) and a default region, for boto3 and the
     processes a test starts."""

@@ -102,15 +102,20 @@ class S3Bucket:
     endpoint_url: str
     name: str
     config: dict = field(init=False)
+    _client: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.config = {"type": "s3", "bucket": self.name, "endpoint_url": self.endpoint_url, **S3_KEYS}
 
     def client(self) -> Any:
-        import boto3
+        """One plain boto3 client per bucket (thread-safe): a new Session per look would parse
+        botocore's S3 model again each time."""
+        if self._client is None:
+            import boto3
 
-        return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
-            "s3", endpoint_url=self.endpoint_url, region_name="us-east-1")
+            self._client = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+                "s3", endpoint_url=self.endpoint_url, region_name="us-east-1")
+        return self._client
 
     def keys(self, prefix: str = "") -> list[str]:
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=prefix)

@@ -55,7 +55,8 @@ class Metadata(BaseHTTPRequestHandler):
 def metadata_url():
     Metadata.interrupted = False
     server = ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits up to one (0.5 s by default).
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

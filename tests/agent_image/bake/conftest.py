@@ -10,7 +10,7 @@ import pytest
 
 from agent_image.bake.common import Timeouts
 from tests.agent_image.bake.builder_rig import BuilderSshServer
-from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
+from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread, stock_image
 
 REGION = "us-west-2"
 AWS_ENV = aws_env(REGION)
@@ -19,7 +19,7 @@ FAST = Timeouts(ssh_deadline_s=10, ssh_retry_s=0.2, host_key_wait_s=0, poll_s=1,
                 image_wait_s=10)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     with moto_server_thread() as url:
         yield url
@@ -34,13 +34,14 @@ def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 def ec2(moto_url: str) -> Any:
     import boto3
 
-    return boto3.session.Session().client("ec2", region_name=REGION, endpoint_url=moto_url)
+    # boto3's default session: a new Session would parse botocore's EC2 model again for every test.
+    return boto3.client("ec2", region_name=REGION, endpoint_url=moto_url)
 
 
 @pytest.fixture
 def base_image(ec2: Any) -> str:
     """One of moto's stock AMIs."""
-    return ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    return stock_image(ec2)
 
 
 @pytest.fixture
