@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The suite starts hundreds of Python processes (det, det-master, agents, launchers, workers): with
+# byte-code caches written, each no longer compiles the project's modules again.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q -n "${DET_TEST_WORKERS:-auto}" --dist loadgroup --durations=25 "$@"
