@@ -7,6 +7,8 @@ import hashlib
 import json
 import socket
 import stat
+import threading
+import time
 
 import pytest
 
@@ -245,17 +247,23 @@ def test_experiment_create_follow_first_trial(fake_master, det, config_modules, 
     fake_master.state.logs[30] = ["hello from trial 30\n"]
     orig = fake_master.state
 
+    done = threading.Event()
+
     def finish():
-        exp = orig.experiments.get(3)
-        if exp:
-            exp["state"] = "STATE_COMPLETED"
+        """The experiment completes once it exists (however slowly a loaded machine creates it)."""
+        deadline = time.monotonic() + 60
+        while not done.is_set() and time.monotonic() < deadline:
+            exp = orig.experiments.get(3)
+            if exp:
+                exp["state"] = "STATE_COMPLETED"
+                return
+            time.sleep(0.05)
 
-    import threading
-
-    timer = threading.Timer(0.3, finish)
-    timer.start()
+    finisher = threading.Thread(target=finish, daemon=True)
+    finisher.start()
     r = det("experiment", "create", str(config), str(ctx), "-f")
-    timer.cancel()
+    done.set()
+    finisher.join()
     assert r.rc == 0, r.err
     assert "Created experiment 3" in r.out and "hello from trial 30" in r.out
     assert fake_master.calls("GET", "/api/v1/trials/30/logs")[0].query["follow"] == ["true"]
