@@ -19,7 +19,8 @@ rank = int(os.environ["RANK"])
 mode = os.environ.get("MODE", "ok")
 if mode == "hang" and rank == 2:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-open(f"pid-{rank}", "w").write(str(os.getpid()))
+open(f".pid-{rank}.tmp", "w").write(str(os.getpid()))
+os.replace(f".pid-{rank}.tmp", f"pid-{rank}")  # whole: the test reads it after a SIGTERM may have come
 print("env", {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
       "MASTER_ADDR", "MASTER_PORT", "DET_CHIEF_IP", "DET_DIST_PORTS")}, sys.argv[1:], flush=True)
 if mode in ("fail", "hang") and rank == 1:

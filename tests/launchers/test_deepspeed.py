@@ -57,7 +57,7 @@ def test_worker_env_from_deepspeeds_names():
 def test_all_succeed(tmp_path):
     (tmp_path / "w.py").write_text(WORKER)
     info = write_info(tmp_path / "info", counts=(3,))
-    code, out, err = finish(start(MOD, ["w.py", "x"], launcher_env(info), tmp_path), timeout=300)
+    code, out, err = finish(start(MOD, ["w.py", "x"], launcher_env(info), tmp_path), timeout=240)
     assert code == 0, err[-3000:]
     ranks = env_lines(out)
     assert sorted(ranks) == [0, 1, 2], out
@@ -70,7 +70,7 @@ def test_a_failure_stops_every_worker(tmp_path, mode, want):
     info = write_info(tmp_path / "info", counts=(3,))
     t0 = time.monotonic()
     code, out, err = finish(start(MOD, ["w.py"], launcher_env(info, MODE=mode, DET_LAUNCHER_GRACE_S="2"), tmp_path),
-                            timeout=300)
+                            timeout=240)
     assert code == want, err[-3000:]
     assert f"rank 1 exited {want}: stopping the other workers" in err
     assert time.monotonic() - t0 < 120
@@ -87,7 +87,8 @@ def _gang(tmp_path, mode: str = "ok", script: str = "w.py") -> list[tuple[int, s
         info = write_info(tmp_path / f"info{rank}", rank=rank, counts=(2, 2), ports=ports, ssh_key=key)
         procs.append(start(MOD, [script], launcher_env(info, MODE=mode, DET_LAUNCHER_GRACE_S="2"), tmp_path,
                            python=python))
-    return [finish(p, timeout=400) for p in reversed(procs)]
+    deadline = time.monotonic() + 240  # both launchers, within the test's 300 s
+    return [finish(p, timeout=max(1.0, deadline - time.monotonic())) for p in reversed(procs)]
 
 
 def test_two_containers_over_ssh_all_reduce(tmp_path):

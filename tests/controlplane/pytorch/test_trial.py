@@ -128,7 +128,12 @@ def test_preemption_checkpoints_at_the_next_batch_and_the_resume_loses_nothing(f
     def pause_at_9(trial: MLPTrial, batch_idx: int) -> None:
         if batch_idx == 9:
             fake_master.preempt.set()
-            time.sleep(1.0)  # the watcher's long poll answers at once; give it time to land
+            # Batch 9 ends once the chief's preemption watcher has the master's answer (its long poll).
+            preempt = trial.context._core.preempt
+            deadline = time.monotonic() + 30
+            while not preempt.should_preempt(auto_ack=False):
+                assert time.monotonic() < deadline, "the preemption watcher did not see the signal within 30 s"
+                time.sleep(0.02)
 
     MLPTrial.hook = pause_at_9
     with pytorch.init() as ctx:

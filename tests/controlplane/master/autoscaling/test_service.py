@@ -25,8 +25,12 @@ async def test_new_demand_wakes_the_autoscaler_before_its_next_tick(db_url, tmp_
     await start_runtime(rt)
     api = await login(rt)
     try:
-        await asyncio.sleep(1.5)  # the loop's first tick has run: no demand, nothing launched
-        assert cloud.launched == [] and cloud.calls.count("list") >= 1
+        scaler = rt.autoscaler.pools["gpu"]
+        deadline = time.monotonic() + 30
+        while scaler.last_decision is None and time.monotonic() < deadline:  # the loop's first tick has run
+            await asyncio.sleep(0.05)
+        assert scaler.last_decision is not None, "the autoscaler's first tick did not finish within 30 s"
+        assert cloud.launched == [] and cloud.calls.count("list") >= 1  # no demand, nothing launched
         submitted = time.monotonic()
         await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})
         while not cloud.launched and time.monotonic() - submitted < 10:
