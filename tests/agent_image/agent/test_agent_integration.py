@@ -173,7 +173,8 @@ async def test_bad_token_exits_with_2(master: FakeMaster, start_agent: AgentFact
     assert master.rejected == 1 and master.registers == []
 
 
-async def test_reconnect_keeps_tasks_and_replays_outbox(master: FakeMaster, start_agent: AgentFactory) -> None:
+async def test_reconnect_keeps_tasks_and_replays_outbox(master: FakeMaster, start_agent: AgentFactory,
+                                                        tmp_path: Path) -> None:
     start_agent(master)
     await master.wait_until(lambda: master.registers)
     await master.send(start_task(master, "live", "sleep 100"))
@@ -182,7 +183,8 @@ async def test_reconnect_keeps_tasks_and_replays_outbox(master: FakeMaster, star
     live_pid = master.of_type(TaskStarted, "live")[0].pid
 
     await master.stop()  # the master goes away while "short" finishes
-    await asyncio.sleep(3)
+    log = tmp_path / "agent-0.log"
+    await master.wait_until(lambda: "task short exited with 4" in log.read_text(), timeout=30)  # the agent saw it
     assert exited(master, "short") is None
     await master.start()
     await master.wait_until(lambda: len(master.registers) == 2, timeout=30)

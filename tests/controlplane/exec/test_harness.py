@@ -25,8 +25,9 @@ def _env(**extra: str) -> dict:
 
 
 def _harness(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """One run (seconds; 120 s at most, so a test's two runs fit in its 300 s)."""
     return subprocess.run([sys.executable, "-m", "controlplane.exec.harness", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=240, env=env or _env())
+                          text=True, timeout=120, env=env or _env())
 
 
 def test_off_the_cluster_from_a_config(tmp_path):
