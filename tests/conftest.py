@@ -29,7 +29,7 @@ import os
 
 import pytest
 
-from tests.support.databases import TemplateDatabases, create_pg_database, drop_pg_database, pg_url
+from tests.support.databases import TemplateDatabases, create_pg_database, drop_pg_database, empty_database, pg_url
 
 BACKENDS = [b.strip() for b in os.environ.get("DET_TEST_DATABASES", "sqlite,postgres").split(",") if b.strip()]
 
@@ -62,14 +62,8 @@ def db_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def db_url(db_backend, tmp_path):
     """An empty database on the test's backend."""
-    if db_backend == "sqlite":
-        yield f"sqlite:///{tmp_path}/master.db"
-        return
-    name = create_pg_database()
-    try:
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with empty_database(db_backend, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

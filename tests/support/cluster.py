@@ -39,20 +39,13 @@ def database_for(node, directory: Path) -> Iterator[str]:  # noqa: ANN001
     module says ``one_database("postgres")``): an SQLite file in ``directory``, or a new PostgreSQL
     database dropped afterwards. The per-test ``db_url`` fixture is this for one test."""
     from tests.conftest import backends_for
-    from tests.support.databases import create_pg_database, drop_pg_database, pg_url
+    from tests.support.databases import empty_database
 
     backends = backends_for(node)
     if len(backends) != 1:
         raise ValueError(f"{node.nodeid}: a shared master runs on one database; mark it one_database(...)")
-    if backends[0] == "sqlite":
-        directory.mkdir(parents=True, exist_ok=True)
-        yield f"sqlite:///{directory}/master.db"
-        return
-    name = create_pg_database()
-    try:
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with empty_database(backends[0], directory) as url:
+        yield url
 
 
 def login(url: str, username: str = "determined", password: str = "") -> str:

@@ -7,6 +7,8 @@ import asyncio
 import os
 import sqlite3
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PG_ADMIN_URL = os.environ.get("DET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -51,6 +53,20 @@ def create_pg_database(template: str | None = None) -> str:
 
 def drop_pg_database(name: str) -> None:
     run_async(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def empty_database(backend: str, directory: Path) -> Iterator[str]:
+    """An empty database's URL: an SQLite file in ``directory``, or a new PostgreSQL database dropped after."""
+    if backend == "sqlite":
+        directory.mkdir(parents=True, exist_ok=True)
+        yield f"sqlite:///{directory}/master.db"
+        return
+    name = create_pg_database()
+    try:
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)
 
 
 async def _seed(db_url: str, data_dir: Path) -> None:
