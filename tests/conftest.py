@@ -29,6 +29,7 @@ import os
 
 import pytest
 
+from tests.support import deadline
 from tests.support.databases import TemplateDatabases, create_pg_database, drop_pg_database, empty_database, pg_url
 
 BACKENDS = [b.strip() for b in os.environ.get("DET_TEST_DATABASES", "sqlite,postgres").split(",") if b.strip()]
@@ -46,6 +47,11 @@ def backends_for(node) -> list[str]:  # noqa: ANN001
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_backend" in metafunc.fixturenames:
         metafunc.parametrize("db_backend", backends_for(metafunc.definition), indirect=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    deadline.start(item)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

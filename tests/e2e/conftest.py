@@ -30,6 +30,7 @@ import requests
 import yaml
 
 from tests.support.cluster import database_for, free_port, login
+from tests.support.deadline import bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -40,7 +41,7 @@ def det(*args: str, env: dict | None = None, timeout: float = 300, check: bool =
         base_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """``det`` with ``env`` over ``base_env`` (default: this process's environment, a test's
     monkeypatched variables included)."""
-    proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True, timeout=timeout,
+    proc = subprocess.run([str(BIN / "det"), *args], capture_output=True, text=True, timeout=bounded(timeout),
                           env={**(os.environ if base_env is None else base_env), **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"det {' '.join(args)} exited {proc.returncode}\n"

@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.conftest import shared_local_cluster
 from tests.support.cluster import login
+from tests.support.deadline import bounded
 
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 # The module shares a cluster (below): its tests run on one worker.
@@ -39,7 +40,7 @@ def described(cluster, kind: str, task: str) -> dict:  # noqa: ANN001
 
 
 def wait_state(cluster, kind: str, task: str, state: str, timeout: float = 180) -> dict:  # noqa: ANN001
-    deadline = time.time() + timeout
+    deadline = time.time() + bounded(timeout)
     while (found := described(cluster, kind, task))["state"] != state:
         assert found["state"] != "STATE_TERMINATED" and time.time() < deadline, (
             found, cluster.det(kind, "logs", task, check=False).stdout[-3000:])

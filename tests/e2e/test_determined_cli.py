@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.e2e.conftest import EXAMPLE
+from tests.support.deadline import bounded
 
 # PostgreSQL: the real Determined client drives the master as Determined's users run it, on PostgreSQL.
 pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
@@ -22,7 +23,8 @@ def test_determined_cli_create_list_describe_logs(local_cluster, determined_cli,
     env = {**os.environ, "HOME": str(home), "DET_MASTER": cluster.url}
 
     def real_det(*args: str) -> str:
-        proc = subprocess.run([str(determined_cli), *args], capture_output=True, text=True, env=env, timeout=300)
+        proc = subprocess.run([str(determined_cli), *args], capture_output=True, text=True, env=env,
+                              timeout=bounded(300))
         assert proc.returncode == 0, f"det {' '.join(args)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc.stdout

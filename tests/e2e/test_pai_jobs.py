@@ -15,6 +15,8 @@ import time
 import httpx
 import pytest
 
+from tests.support.deadline import bounded
+
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 pytestmark = pytest.mark.e2e
 
@@ -91,7 +93,7 @@ def job_json(name: str) -> dict:
 
 
 def wait_final(cluster, name: str, timeout: float = 300) -> dict:  # noqa: ANN001
-    deadline = time.time() + timeout
+    deadline = time.time() + bounded(timeout)
     while True:
         detail = json.loads(cluster.det("pai", "describe", name, "--json").stdout)
         if detail["jobStatus"]["state"] in ("SUCCEEDED", "FAILED", "STOPPED") and all(
