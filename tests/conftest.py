@@ -30,7 +30,7 @@ import os
 import pytest
 
 from tests.support import deadline
-from tests.support.databases import TemplateDatabases, create_pg_database, drop_pg_database, empty_database, pg_url
+from tests.support.databases import TemplateDatabases, empty_database
 
 BACKENDS = [b.strip() for b in os.environ.get("DET_TEST_DATABASES", "sqlite,postgres").split(",") if b.strip()]
 
@@ -83,13 +83,5 @@ def _migrated_templates(tmp_path_factory):
 @pytest.fixture
 def master_db_url(db_backend, tmp_path, _migrated_templates):
     """A copy of the migrated database with the default users, on the test's backend."""
-    if db_backend == "sqlite":
-        path = tmp_path / "master.db"
-        _migrated_templates.copy_sqlite(path)
-        yield f"sqlite:///{path}"
-        return
-    name = create_pg_database(template=_migrated_templates.postgres())
-    try:
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with _migrated_templates.copy(db_backend, tmp_path) as url:
+        yield url

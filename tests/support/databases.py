@@ -56,17 +56,24 @@ def drop_pg_database(name: str) -> None:
 
 
 @contextmanager
+def pg_database(template: str | None = None) -> Iterator[str]:
+    """A new PostgreSQL database's URL (a copy of ``template`` when given), dropped after."""
+    name = create_pg_database(template)
+    try:
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)
+
+
+@contextmanager
 def empty_database(backend: str, directory: Path) -> Iterator[str]:
     """An empty database's URL: an SQLite file in ``directory``, or a new PostgreSQL database dropped after."""
     if backend == "sqlite":
         directory.mkdir(parents=True, exist_ok=True)
         yield f"sqlite:///{directory}/master.db"
         return
-    name = create_pg_database()
-    try:
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with pg_database() as url:
+        yield url
 
 
 async def _seed(db_url: str, data_dir: Path) -> None:
@@ -95,6 +102,17 @@ class TemplateDatabases:
         self.workdir = workdir
         self._sqlite: Path | None = None
         self._postgres: str | None = None
+
+    @contextmanager
+    def copy(self, backend: str, directory: Path) -> Iterator[str]:
+        """A copy of the template's URL: an SQLite file in ``directory``, or a PostgreSQL database dropped after."""
+        if backend == "sqlite":
+            path = directory / "master.db"
+            self.copy_sqlite(path)
+            yield f"sqlite:///{path}"
+            return
+        with pg_database(template=self.postgres()) as url:
+            yield url
 
     def copy_sqlite(self, dest: Path) -> None:
         if self._sqlite is None:
