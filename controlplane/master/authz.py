@@ -25,9 +25,9 @@ class Action(StrEnum):
     AGENT = "agent"                  # the agent socket: the join token, checked by the handler
     SIGNED_IN = "signed_in"          # any signed-in user acting on themselves: /me, logout, own password
     VIEW = "view"                    # read experiments, trials, metrics, logs, checkpoints, models, queue
-    READ_OWN = "read_own"            # read what only the owner sees: an experiment's code (model definition)
+    READ_OWN = "read_own"            # read what only the owner sees: code (model definition, a task's context)
     TASK_REPORT = "task_report"      # a training process reporting metrics, logs, checkpoints, progress
-    TASK_READ = "task_read"          # a training process reading what it needs (its context, its trial)
+    TASK_READ = "task_read"          # a training process reading what it needs (preemption, rendezvous)
     CREATE = "create"                # submit experiments, create models
     EDIT = "edit"                    # change, pause, kill, delete work: owner or admin
     ADMINISTER = "administer"        # agents, pools, users, cluster settings

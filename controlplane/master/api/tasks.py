@@ -12,7 +12,7 @@ from sqlalchemy import select
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
 from controlplane.master.api.pai import AfterQuery
 from controlplane.master.api.params import TaskId
-from controlplane.master.authz import Action, opt
+from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Allocation, Experiment, PaiJob, Trial
 from controlplane.master.errors import NotFound
 from controlplane.master.services import commands
@@ -22,20 +22,23 @@ ScalarLimit = Annotated[int, Parameter(ge=1, le=10_000, description="reports per
 
 
 @get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory",
-     opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
+     opt=opt(Action.READ_OWN, ("task", "task_id")), tags=["tasks"])
 async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]:
-    require_task(principal_of(request), task_id)
+    """The task's code: its owner's or an admin's, or its own task token's (READ_OWN, like GetModelDef)."""
+    principal = principal_of(request)
+    require_task(principal, task_id)
     async with runtime_of(request).sessions() as session:
-        blob = await session.scalar(
-            select(Experiment.model_definition).join(Trial, Trial.experiment_id == Experiment.id)
-            .where(Trial.task_id == task_id))
-        if blob is None:  # an OpenPAI task: its job's codeDir
-            blob = await session.scalar(
-                select(PaiJob.code).join(Allocation, Allocation.pai_job_id == PaiJob.id)
-                .where(Allocation.task_id == task_id).limit(1))
-    if blob is None:
+        row = (await session.execute(
+            select(Experiment.model_definition, Experiment.owner_id).join(Trial, Trial.experiment_id == Experiment.id)
+            .where(Trial.task_id == task_id).limit(1))).first()
+        if row is None:  # a command, notebook or OpenPAI task: its job's codeDir
+            row = (await session.execute(
+                select(PaiJob.code, PaiJob.owner_id).join(Allocation, Allocation.pai_job_id == PaiJob.id)
+                .where(Allocation.task_id == task_id).limit(1))).first()
+    if row is None or row[0] is None:
         raise NotFound(f"task {task_id} not found")
-    return {"b64Tgz": base64.b64encode(blob).decode()}
+    require_owner(principal, Action.READ_OWN, row[1], f"task {task_id}")
+    return {"b64Tgz": base64.b64encode(row[0]).decode()}
 
 
 @get("/api/v1/tasks", operation_id="GetTasks", opt=opt(Action.VIEW), tags=["tasks"])
