@@ -6,22 +6,61 @@ task's own token, paged by report id), writes them as scalars (``<group>/<metric
 ``steps_completed``) into one event directory per trial (``experiment_<id>/trial_<id>``), starts
 TensorBoard on the task's ``http`` port under the master's proxy path, and keeps reading new
 reports every few seconds while the experiments run. Needs ``tensorboard`` in the task environment.
+
+TensorBoard listens on the task's own address (``PAI_CONTAINER_HOST_IP``: the agent's, loopback
+on a local cluster), where the master's proxy reaches it, and answers only requests that carry
+the task's secret (``DET_TASK_PROXY_SECRET``, which the proxy adds as ``Authorization: token
+<secret>``): its WSGI app is wrapped by ``RequireSecret``, so another task or a host on the
+network gets 403.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 POLL_S = 5.0
 PAGE = 5000
+SECRET_ENV = "DET_TASK_PROXY_SECRET"  # services.task_proxy.SECRET_ENV (a task does not import the master)
+
+
+class RequireSecret:
+    """WSGI middleware: 403 unless the request carries ``Authorization: token <secret>``."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], secret: str) -> None:
+        if not secret:
+            raise ValueError("the task proxy's secret is empty")
+        self.app, self.expected = app, f"token {secret}".encode()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        sent = str(environ.get("HTTP_AUTHORIZATION", "")).encode("latin-1", "replace")
+        if not hmac.compare_digest(sent, self.expected):
+            body = b"403: this TensorBoard answers only through the master's proxy\n"
+            start_response("403 Forbidden", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
+        return self.app(environ, start_response)
+
+
+def serve(logdir: str, host: str, port: str, path_prefix: str) -> None:
+    """TensorBoard on ``host:port``, behind ``RequireSecret`` (runs until killed)."""
+    from tensorboard import default, program
+
+    secret = os.environ.get(SECRET_ENV, "")
+    board = program.TensorBoard(plugins=default.get_plugins(), server_class=lambda app, flags: program.WerkzeugServer(
+        RequireSecret(app, secret), flags))
+    board.configure(argv=[sys.argv[0], "--logdir", logdir, "--host", host, "--port", port,
+                          "--path_prefix", path_prefix, "--reload_interval", "5",
+                          "--load_fast", "false"])  # no data server of its own on another port
+    board.main()
 
 
 class Scalars:
@@ -79,16 +118,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensorboard_task")
     parser.add_argument("--path-prefix", default="", help="where the master's proxy serves it")
     parser.add_argument("--logdir", default="tensorboard")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child: TensorBoard itself
     args = parser.parse_args(argv)
+    if not os.environ.get(SECRET_ENV):
+        print(f"tensorboard_task: the task has no proxy secret ({SECRET_ENV})", file=sys.stderr)
+        return 2
     port = os.environ.get("PAI_CONTAINER_HOST_http_PORT_LIST", "").split(",")[0]
     if not port.isdigit():
         print("tensorboard_task: the task has no http port (PAI_CONTAINER_HOST_http_PORT_LIST)", file=sys.stderr)
         return 2
+    host = os.environ.get("PAI_CONTAINER_HOST_IP") or "127.0.0.1"
+    if args.serve:
+        serve(args.logdir, host, port, args.path_prefix.rstrip("/"))
+        return 0
     logdir = Path(args.logdir).resolve()
     scalars = Scalars(logdir)
     after = sync(scalars, 0)
-    board = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "0.0.0.0",
-                              "--port", port, "--path_prefix", args.path_prefix.rstrip("/"), "--reload_interval", "5"])
+    board = subprocess.Popen([sys.executable, "-m", "controlplane.exec.tensorboard_task", "--serve",
+                              "--logdir", str(logdir), "--path-prefix", args.path_prefix])
     print(f"TensorBoard over {len(scalars.writers)} trial(s) on port {port}", flush=True)
     try:
         while board.poll() is None:

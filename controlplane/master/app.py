@@ -205,3 +205,29 @@ def create_app(settings: MasterSettings) -> Litestar:
     )
     app.state.runtime = build_runtime(settings)
     return app
+
+
+def create_proxy_app(rt: MasterRuntime) -> Litestar:
+    """The task proxy's own listener over ``rt`` (another origin than the API's): ``/proxy/...``
+    and nothing else. Its handlers sign callers in themselves; the master's app owns the runtime."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await task_proxy.close_client(app)
+
+    app = Litestar(
+        route_handlers=task_proxy.PROXY_ROUTES,
+        guards=[authorize_route],
+        lifespan=[lifespan],
+        exception_handlers={ApiError: lambda _, exc: Response(error_body(exc.message, exc.status),
+                                                              status_code=exc.status),
+                            HTTPException: _http_error, Exception: _internal_error},
+        openapi_config=None,
+        request_max_body_size=None,
+        debug=False,
+    )
+    app.state.runtime = rt
+    return app

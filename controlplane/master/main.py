@@ -39,17 +39,20 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("controlplane.master").warning(
             "no join token configured (security.join_token_file): agents cannot register")
 
-    import uvicorn
+    import asyncio
 
-    from controlplane.master.app import create_app
+    from controlplane.master.serving import Listeners
 
     try:
-        app = create_app(settings)
+        listeners = Listeners(settings)  # the API's port and the task proxy's (proxy_port)
     except ConfigError as e:
         print(f"det-master: invalid config: {e}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-                ws_ping_interval=10, ws_ping_timeout=20, timeout_graceful_shutdown=5)
+    except OSError as e:
+        print(f"det-master: cannot listen on {settings.host} (port {settings.port}, proxy_port "
+              f"{settings.proxy_port}): {e.strerror or e}", file=sys.stderr)
+        return 1
+    asyncio.run(listeners.serve())
     return 0
 
 

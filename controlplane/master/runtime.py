@@ -57,3 +57,4 @@ class MasterRuntime:
     metric_writer: MetricWriter = field(init=False)
     autoscaler: AutoscalerService | None = None  # None when no pool has a provider
     log_ring: LogRing | None = None  # the master's recent log lines (det master logs), while it runs
+    proxy_port: int | None = None  # the task proxy's listener, once bound (serving.Listeners)

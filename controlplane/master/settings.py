@@ -39,6 +39,11 @@ class MasterSettings:
     log_level: str = "INFO"
     # The URL instances use to reach the master (boot scripts); default http://127.0.0.1:<port>.
     public_url: str = ""
+    # The task proxy's own listener (/proxy/<id>/...: notebooks, TensorBoards), another origin than
+    # the API's so a proxied page never runs with the master's: its port (0: a free one, picked at
+    # start and logged) and, behind a TLS terminator or on a host of its own, its public origin.
+    proxy_port: int = 0
+    proxy_url: str = ""
     autoscaler_tick_s: float = 5.0
     # Bounded work per create: a grid with more points, or a searcher that would start more trials
     # at once, is refused (Determined's MaxAllowedTrials);
@@ -126,6 +131,7 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         default_aux_pool=default_aux,
         log_level=str(raw.get("log_level", "INFO")),
         public_url=str(raw.get("public_url", "")),
+        proxy_url=str(raw.get("proxy_url", "") or ""),
         default_image=_default_image(raw.get("task_container_defaults")),
     )
     for key, attr in (
@@ -136,6 +142,12 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     ):
         if key in raw:
             setattr(settings, attr, parse_duration(raw[key], key))
+    proxy_port = raw.get("proxy_port", 0)
+    if isinstance(proxy_port, bool) or not isinstance(proxy_port, int) or not 0 <= proxy_port < 65536:
+        raise ConfigError("proxy_port", f"must be an integer in 0..65535 (0: a free port), got {proxy_port!r}")
+    if proxy_port and proxy_port == port:
+        raise ConfigError("proxy_port", f"must differ from port ({port}): the task proxy is another origin")
+    settings.proxy_port = proxy_port
     for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth"):
         if key in raw:
             value = raw[key]

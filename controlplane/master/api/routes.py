@@ -53,5 +53,5 @@ ALL = [
     *workspaces.ROUTES,
     *pai.ROUTES,
     *commands.ROUTES,
-    *task_proxy.ROUTES,
+    *task_proxy.MASTER_ROUTES,
 ]

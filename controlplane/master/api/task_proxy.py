@@ -1,33 +1,44 @@
 """``/proxy/{task_id}/...``: the master passes HTTP and WebSocket traffic to a task's web server
-(a notebook, a TensorBoard), as Determined's master does, with the user's own sign-in.
+(a notebook, a TensorBoard), as Determined's master does, with the user's own sign-in, from an
+origin of its own.
+
+Two listeners. The master's own (its API and pages) answers ``GET /proxy/{task_id}/...`` only
+with a link: for a signed-in owner or admin (the guard's usual sign-in: ``Authorization: Bearer``
+or the web UI's session cookie), a 303 to the same path on the proxy's origin carrying a
+one-time ticket (``det_proxy_ticket``, good for a minute). The proxy's listener (``proxy_port``,
+``proxy_url``: another origin, so a proxied page never runs with the master's) serves only these
+routes; it never accepts the master's session cookie. There the ticket is exchanged for a proxy
+session cookie (``det_proxy``: HttpOnly, SameSite=Strict, path ``/proxy/{task_id}/``, good for
+that task only) and the browser is sent to the same URL without it. API clients may send
+``Authorization: Bearer`` to the proxy's origin instead (browsers never send it by themselves).
+A browser that comes with neither is sent to the master's link.
 
 Who may: the task's owner or an admin (``authz.require_owner`` with ``Action.EDIT``: using a
 notebook runs code as its owner, so it is changing the task, not reading it; viewers and task
 tokens never pass). Where to: ``services.task_proxy.resolve`` asks the resolvers that kinds of
-tasks register.
+tasks register. A proxy session names the user's master token, so signing out of the master (or
+the token's expiry) ends it too.
 
-HTTP, every method: the guard authenticates as for any route (``Authorization: Bearer``, or in a
-browser the web UI's session cookie, with its CSRF header on requests that change state) with
-the role part of ``Action.VIEW``; the handler resolves the task and checks the owner. The request
-goes on with its method, path (the target's ``base_path`` + what follows ``/proxy/{task_id}``,
-percent-encoding untouched), query string, headers and body (at most 64 MiB, streamed); the
-answer comes back streamed with its status and headers. What the master never passes on:
-hop-by-hop headers, ``Authorization``, the session cookie (other cookies go through), the CSRF
-and allocation-token headers, and a ``Set-Cookie`` from the task naming the session cookie.
+HTTP, every method: a request signed in by the proxy cookie that changes state must come from a
+page of the proxy's origin (``Origin`` names its ``Host``, or ``Sec-Fetch-Site: same-origin``).
+The request goes on with its method, path (the target's ``base_path`` + what follows
+``/proxy/{task_id}``, percent-encoding untouched), query string, headers and body (at most
+64 MiB, streamed), plus the target's own ``headers`` (the task's secret: its server refuses
+anyone else); the answer comes back streamed with its status and headers, plus
+``Content-Security-Policy: frame-ancestors 'self'`` (no page of the master, or any other origin,
+frames it). What the master never passes on: hop-by-hop headers, the caller's
+``Authorization``, the session and proxy cookies (other cookies go through), the CSRF and
+allocation-token headers, and a ``Set-Cookie`` from the task naming either cookie.
 A task that cannot be reached answers 502 naming the task; one that does not answer in time, 504.
 ``/proxy/{task_id}`` (no slash) redirects to ``/proxy/{task_id}/``, where relative links work.
 
-WebSocket (``ws://master/proxy/{task_id}/...``): the handler authenticates itself (the guard's
-CSRF rule cannot hold for a browser's WebSocket, which sends no custom header), with, in order,
+WebSocket (``ws://proxy-origin/proxy/{task_id}/...``): signed in, in order, with
 ``Authorization: Bearer``, a ``token`` query parameter (for clients that cannot set headers;
-always removed from what the task sees), or the session cookie, which must come from a page of
-this master (its ``Origin`` names the ``Host`` the socket was opened on). A refusal accepts and
+always removed from what the task sees), or the proxy cookie, which must come from a page of the
+proxy's origin (its ``Origin`` names the ``Host`` the socket was opened on). A refusal accepts and
 closes at once with 4000 + the HTTP status (4401, 4403, 4404; 4502/4504 when the task cannot be
 reached) and the message as the reason. Then frames go both ways, text as text and binary as
 binary, until either side closes; the other is closed with the same code.
-
-The proxied answers are the task's own: the master adds none of its headers (its web UI pages set
-their Content-Security-Policy per page, not globally, so a notebook keeps its own).
 """
 
 from __future__ import annotations
@@ -36,11 +47,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import httpx
 from litestar import Litestar, Request, Response, WebSocket, route, websocket
 from litestar.background_tasks import BackgroundTask
+from litestar.datastructures import Cookie
 from litestar.enums import HttpMethod
 from litestar.response import Redirect, Stream
 from litestar.response.base import ASGIResponse
@@ -59,6 +71,11 @@ from controlplane.master.webui import session as webui_session
 log = logging.getLogger("controlplane.master.task_proxy")
 
 PATHS = ["/proxy/{task_id:str}", "/proxy/{task_id:str}/{path:path}"]
+TICKET_PARAM = "det_proxy_ticket"
+PROXY_COOKIE = "det_proxy"
+# Every proxied answer: no other origin (the master's pages included) may frame it.
+ANSWER_CSP = "frame-ancestors 'self'"
+NO_REFERRER = {"Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 HTTP_METHODS = [HttpMethod.GET, HttpMethod.HEAD, HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH,
                 HttpMethod.DELETE, HttpMethod.OPTIONS]
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -76,6 +93,10 @@ SOCKET_HEADERS = frozenset({"host", "origin", "content-length", "sec-websocket-k
                             "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept"})
 
 CLIENT_KEY = "task_proxy_client"
+
+
+class ServiceUnavailable(ApiError):
+    status = 503
 
 
 class BadGateway(ApiError):
@@ -134,18 +155,24 @@ def connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
     return out
 
 
+MASTER_COOKIES = frozenset({webui_session.COOKIE, PROXY_COOKIE})
+
+
 def without_master_cookie(value: str) -> str:
-    """A ``Cookie`` header less the master's session cookie."""
-    kept = [c for c in value.split(";") if c.strip() and c.split("=", 1)[0].strip() != webui_session.COOKIE]
+    """A ``Cookie`` header less the master's session and proxy cookies."""
+    kept = [c for c in value.split(";") if c.strip() and c.split("=", 1)[0].strip() not in MASTER_COOKIES]
     return "; ".join(c.strip() for c in kept)
 
 
 def forwarded_headers(raw: Iterable[tuple[bytes, bytes]], *, client: str | None, scheme: str,
-                      drop: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
-    """The request's headers as the task gets them (see the module docstring), with
-    ``X-Forwarded-For/-Host/-Proto`` added."""
+                      drop: frozenset[str] = frozenset(),
+                      extra: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """The request's headers as the task gets them (see the module docstring), with ``extra``
+    (the target's own headers) and ``X-Forwarded-For/-Host/-Proto`` added."""
+    extra = list(extra)
     items = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
-    skip = HOP_BY_HOP | MASTER_HEADERS | drop | connection_tokens(items) | {"x-forwarded-host", "x-forwarded-proto"}
+    skip = (HOP_BY_HOP | MASTER_HEADERS | drop | connection_tokens(items) | {"x-forwarded-host", "x-forwarded-proto"}
+            | {k.lower() for k, _ in extra})
     out: list[tuple[str, str]] = []
     forwarded_for: list[str] = []
     host = ""
@@ -163,6 +190,7 @@ def forwarded_headers(raw: Iterable[tuple[bytes, bytes]], *, client: str | None,
             forwarded_for.append(value)
             continue
         out.append((name, value))
+    out += extra
     if client:
         forwarded_for.append(client)
     if forwarded_for:
@@ -183,9 +211,10 @@ def answer_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
         low = name.lower()
         if low in skip:
             continue
-        if low == "set-cookie" and value.split("=", 1)[0].strip() == webui_session.COOKIE:
+        if low == "set-cookie" and value.split("=", 1)[0].strip() in MASTER_COOKIES:
             continue
         out.append((name, value))
+    out.append(("Content-Security-Policy", ANSWER_CSP))
     return out
 
 
@@ -259,22 +288,127 @@ def _target_error(task_id: str, target: svc.ProxyTarget, e: httpx.TransportError
     return BadGateway(f"task {task_id} failed to answer at {where}: {e or type(e).__name__}")
 
 
-@route(PATHS, http_method=HTTP_METHODS, name="task-proxy", opt=opt(Action.VIEW), include_in_schema=False)
-async def proxy_http(request: Request, task_id: str) -> Response:
-    segment, rest = split_path(request.scope, task_id)
-    query = request.scope.get("query_string", b"").decode("latin-1")
-    if rest is None:
-        return Redirect(f"/proxy/{segment}/" + (f"?{query}" if query else ""), status_code=307)
+# ---- the two origins --------------------------------------------------------------------------
+def _hostname(connection: Any) -> str:
+    host = urlsplit("//" + (connection.headers.get("host") or "")).hostname or "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def proxy_origin(connection: Any) -> str:
+    """Where the proxy's listener is, as this caller reaches the master: ``proxy_url`` when set,
+    else the host the caller used with the proxy's port."""
+    rt: MasterRuntime = runtime_of(connection)
+    if rt.settings.proxy_url:
+        return rt.settings.proxy_url.rstrip("/")
+    if rt.proxy_port is None:
+        raise ServiceUnavailable("the task proxy is not listening on this master (proxy_port)")
+    return f"{connection.url.scheme}://{_hostname(connection)}:{rt.proxy_port}"
+
+
+def master_origin(connection: Any) -> str:
+    """The master's own origin as a caller of the proxy's reaches it (``public_url`` when set)."""
+    rt: MasterRuntime = runtime_of(connection)
+    if rt.settings.public_url:
+        return rt.settings.public_url.rstrip("/")
+    return f"{connection.url.scheme}://{_hostname(connection)}:{rt.settings.port}"
+
+
+def _query(scope: Any, drop: str) -> str:
+    raw = scope.get("query_string", b"").decode("latin-1")
+    return "&".join(p for p in raw.split("&") if p and unquote(p.split("=", 1)[0]) != drop)
+
+
+@route(PATHS, http_method=[HttpMethod.GET, HttpMethod.HEAD], name="task-proxy-link", opt=opt(Action.VIEW),
+       include_in_schema=False)
+async def proxy_link(request: Request, task_id: str) -> Response:
+    """The master's ``/proxy/{task_id}/...``: a one-time ticket to the same path on the proxy's origin."""
     rt: MasterRuntime = runtime_of(request)
     target = await svc.resolve(rt, task_id)
     require_owner(principal_of(request), Action.EDIT, target.owner_id, f"task {task_id}")
+    token = bearer_token(request.headers.get("authorization")) or webui_session.cookie_token(request)
+    if token is None:  # pragma: no cover - the guard signed the user in with one of them
+        raise Unauthenticated("missing credentials")
+    segment, rest = split_path(request.scope, task_id)
+    query = _query(request.scope, TICKET_PARAM)
+    ticket = urlencode({TICKET_PARAM: svc.mint_ticket(token, task_id)})
+    location = f"{proxy_origin(request)}/proxy/{segment}{rest or '/'}?" + (f"{query}&" if query else "") + ticket
+    return Redirect(location, status_code=303, headers=NO_REFERRER)
+
+
+def _cookie_path(segment: str) -> str:
+    return f"/proxy/{segment}/"
+
+
+async def _redeem(request: Request, task_id: str, ticket: str) -> Response:
+    """A ticket from the master's link: the proxy cookie, and the same URL without the ticket."""
+    token = svc.redeem_ticket(ticket, task_id)
+    if token is None:
+        raise Unauthenticated(f"the link to task {task_id} has expired or was used already: open it from the "
+                              "master again")
+    user = await user_for(request, token)
+    target = await svc.resolve(runtime_of(request), task_id)
+    require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
+    segment, rest = split_path(request.scope, task_id)
+    query = _query(request.scope, TICKET_PARAM)
+    cookie = Cookie(key=PROXY_COOKIE, value=svc.new_session(token, task_id), path=_cookie_path(segment),
+                    httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return Redirect(f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else ""), status_code=303,
+                    headers=NO_REFERRER, cookies=[cookie])
+
+
+def _from_own_page(connection: Any) -> bool:
+    """A request made by a page of this origin (``Origin``, or ``Sec-Fetch-Site``: browsers set them
+    on every state-changing request and pages cannot forge them)."""
+    if connection.headers.get("origin"):
+        return webui_session.origin_is_host(connection)
+    return connection.headers.get("sec-fetch-site") == "same-origin"
+
+
+async def _proxy_user(request: Request, task_id: str) -> AuthedUser:
+    """The proxy origin's sign-in: a bearer token, or this task's proxy cookie (never the master's)."""
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        session = request.cookies.get(PROXY_COOKIE)
+        token = svc.session_token(session, task_id) if session else None
+        if token is None:
+            raise Unauthenticated(f"not signed in to task {task_id}: open it from the master "
+                                  f"(/proxy/{task_id}/), or send Authorization: Bearer")
+        if request.method not in webui_session.SAFE_METHODS and not _from_own_page(request):
+            raise Forbidden("a request signed in by the proxy cookie that changes state must come from a page "
+                            "of the proxy's origin")
+    return await user_for(request, token)
+
+
+@route(PATHS, http_method=HTTP_METHODS, name="task-proxy", opt=opt(Action.PUBLIC), include_in_schema=False)
+async def proxy_http(request: Request, task_id: str) -> Response:
+    # Action.PUBLIC only tells the guard to leave authentication to this handler: the proxy's
+    # origin signs callers in its own way (_proxy_user) and checks the owner before anything
+    # reaches the task.
+    segment, rest = split_path(request.scope, task_id)
+    ticket = request.query_params.get(TICKET_PARAM)
+    if ticket is not None and request.method in ("GET", "HEAD"):
+        return await _redeem(request, task_id, ticket)
+    query = _query(request.scope, TICKET_PARAM)
+    if rest is None:
+        return Redirect(f"/proxy/{segment}/" + (f"?{query}" if query else ""), status_code=307)
+    try:
+        user = await _proxy_user(request, task_id)
+    except Unauthenticated:
+        if webui_session.is_page(request):  # a browser: the master's link signs it in here
+            return Redirect(f"{master_origin(request)}/proxy/{segment}{rest}" + (f"?{query}" if query else ""),
+                            status_code=303, headers=NO_REFERRER)
+        raise
+    rt: MasterRuntime = runtime_of(request)
+    target = await svc.resolve(rt, task_id)
+    require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
 
     declared = _declared_length(request)
     if declared is not None and declared > MAX_BODY_BYTES:
         raise _too_large()
     has_body = declared is not None or "transfer-encoding" in request.headers
     client_host = request.client.host if request.client else None
-    headers = forwarded_headers(request.scope["headers"], client=client_host, scheme=request.url.scheme)
+    headers = forwarded_headers(request.scope["headers"], client=client_host, scheme=request.url.scheme,
+                                extra=target.headers)
     raw_target = target.path_for(rest) + (f"?{query}" if query else "")
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     outgoing = httpx.Request(request.method, httpx.URL(scheme="http", host=target.host, port=target.port,
@@ -294,17 +428,18 @@ async def proxy_http(request: Request, task_id: str) -> Response:
 
 
 # ---- WebSocket -------------------------------------------------------------------------------
-async def socket_user(socket: WebSocket) -> AuthedUser:
+async def socket_user(socket: WebSocket, task_id: str) -> AuthedUser:
     """The user a WebSocket handshake signs in as (see the module docstring)."""
     token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
     if token is None:
-        token = webui_session.cookie_token(socket)
+        session = socket.cookies.get(PROXY_COOKIE)
+        token = svc.session_token(session, task_id) if session else None
         if token is None:
             raise Unauthenticated("missing credentials: send Authorization: Bearer, a token query parameter, "
-                                  "or the web UI's session cookie")
+                                  "or the task's proxy cookie")
         if not webui_session.origin_is_host(socket):
-            raise Forbidden("a WebSocket signed in by the session cookie must be opened by a page of this master "
-                            "(its Origin must match the Host)")
+            raise Forbidden("a WebSocket signed in by the proxy cookie must be opened by a page of the proxy's "
+                            "origin (its Origin must match the Host)")
     return await user_for(socket, token)
 
 
@@ -367,7 +502,7 @@ async def proxy_socket(socket: WebSocket, task_id: str) -> None:
     # caller in (socket_user) and checks the owner before anything reaches the task.
     rt: MasterRuntime = runtime_of(socket)
     try:
-        user = await socket_user(socket)
+        user = await socket_user(socket, task_id)
         target = await svc.resolve(rt, task_id)
         require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     except ApiError as e:
@@ -379,7 +514,8 @@ async def proxy_socket(socket: WebSocket, task_id: str) -> None:
     url = f"ws://{host}:{target.port}{target.path_for(rest or '/')}" + (f"?{query}" if query else "")
     client_host = socket.client.host if socket.client else None
     headers = forwarded_headers(socket.scope["headers"], client=client_host,
-                                scheme="https" if socket.url.scheme == "wss" else "http", drop=SOCKET_HEADERS)
+                                scheme="https" if socket.url.scheme == "wss" else "http", drop=SOCKET_HEADERS,
+                                extra=target.headers)
     subprotocols = [Subprotocol(p) for p in socket.scope.get("subprotocols") or []]
     where = f"{target.host}:{target.port}"
     try:
@@ -416,4 +552,5 @@ async def proxy_socket(socket: WebSocket, task_id: str) -> None:
         await upstream.close()
 
 
-ROUTES = [proxy_http, proxy_socket]
+MASTER_ROUTES = [proxy_link]  # on the master's own listener
+PROXY_ROUTES = [proxy_http, proxy_socket]  # the proxy's listener serves these alone

@@ -152,6 +152,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
             "DET_SESSION_TOKEN": token, "DET_RESOURCES_ID": alloc.id, "DET_USER": owner, "DET_TASK_TYPE": TASK_TYPE,
             "PAI_JOB_ATTEMPT_ID": str(job.attempt - 1),
         })
+        if job.kind in SERVED_KINDS:  # what its web server requires of every request: only the proxy sends it
+            task_env[task_proxy.SECRET_ENV] = task_proxy.task_secret(job.ssh_host_key, job.job_id)
         if job.kind == "pai":  # a role's memoryMB is its tasks' limit (commands and shells have none)
             task_env[MEMORY_LIMIT_ENV] = str(spec.role(role).memory_mb)
         command = spec.role(role).command

@@ -7,7 +7,8 @@ the job JSON of one role named after its kind, whose command the master writes:
 - a command runs its ``entrypoint`` to completion with its logs;
 - a shell waits; its task's SSH server (every job task has one) is what the owner opens;
 - a notebook runs JupyterLab from the task environment at ``/proxy/<id>/``, reached through the
-  master's proxy with the user's auth, and is stopped after ``idle_timeout`` without traffic.
+  master's proxy with the user's auth (on the task's own address, requiring the task's secret
+  that only the proxy sends), and is stopped after ``idle_timeout`` without traffic.
 
 Their ids are their job-queue ids (UUIDs, as Determined's task ids are). Answers carry Determined's
 ``v1Command``/``v1Shell``/``v1Notebook`` fields; a shell's key reaches only its owner (or an admin).
@@ -125,8 +126,13 @@ def _task_command(kind: str, cfg: dict[str, Any], job_id: str) -> str:
         return "exec sleep infinity"  # the task's SSH server is the shell; it runs until killed
     if kind == "tensorboard":
         return f"exec python3 -m controlplane.exec.tensorboard_task --path-prefix /proxy/{job_id}"
-    return ("exec python3 -m jupyterlab --no-browser --ip 0.0.0.0 --port \"$PAI_CONTAINER_HOST_http_PORT_LIST\" "
-            f"--ServerApp.base_url=/proxy/{job_id}/ --IdentityProvider.token= --ServerApp.password= "
+    # On the task's own address (the agent's: loopback on a local cluster), where only the proxy
+    # goes, and behind the task's secret (JUPYTER_TOKEN, kept off the command line), which the
+    # proxy adds to every request: another task or the network gets 403, never a terminal.
+    return (f': "${{{task_proxy.SECRET_ENV}:?the master gave this notebook no proxy secret}}"; '
+            f'JUPYTER_TOKEN="${task_proxy.SECRET_ENV}" exec python3 -m jupyterlab --no-browser '
+            '--ip "${PAI_CONTAINER_HOST_IP:-127.0.0.1}" --port "$PAI_CONTAINER_HOST_http_PORT_LIST" '
+            f"--ServerApp.base_url=/proxy/{job_id}/ --ServerApp.password= "
             "--ServerApp.allow_remote_access=True --ServerApp.disable_check_xsrf=False")
 
 
@@ -294,7 +300,9 @@ async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.Pro
     if not http.get("http"):
         return None
     return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.get("address") or "127.0.0.1",
-                                  port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}")
+                                  port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}",
+                                  headers=task_proxy.secret_headers(task_proxy.task_secret(job.ssh_host_key,
+                                                                                           job.job_id)))
 
 
 class Scalar(msgspec.Struct, rename="camel", kw_only=True):

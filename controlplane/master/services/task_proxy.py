@@ -10,10 +10,24 @@ frame the proxy passed (in either direction), so an idle-timeout loop can end ta
 uses: ``idle_for(task_id)`` is the seconds since then, None when the proxy never carried any.
 It lives in this process's memory (a restarted master starts every task's clock afresh), and
 ``forget`` drops a task's entry once it has ended.
+
+The proxy's own sign-in (the proxy listens on an origin of its own, ``api/task_proxy.py``):
+``mint_ticket`` gives a signed-in user a one-time ticket for one task, good for
+``TICKET_TTL_S``; the proxy's origin redeems it (``redeem_ticket``) for a proxy session
+(``new_session``, ``session_token``) that names the user's own master token and that task only,
+for at most ``SESSION_TTL_S``. Both live in this process's memory: a restarted master asks the
+browser to open the task from the master again.
+
+A task's secret (``task_secret``): what its web server requires on every request, derived from
+its job's own SSH host key (stored with the job, never in an answer) and handed to it in
+``SECRET_ENV``; the proxy adds it as ``ProxyTarget.headers``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +40,21 @@ from controlplane.master.errors import NotFound
 if TYPE_CHECKING:
     from controlplane.master.runtime import MasterRuntime
 
+SECRET_ENV = "DET_TASK_PROXY_SECRET"  # a served task's secret, in its environment
+SECRET_HEADER = "Authorization"  # how the proxy hands it to the task: "token <secret>" (Jupyter's own form)
+
+
+def task_secret(job_key: str, job_id: str) -> str:
+    """The secret a served task's web server requires: an HMAC of its job id under its job's own
+    SSH host key, so only the master and the task itself know it."""
+    if not job_key:
+        raise ValueError(f"job {job_id} has no key to derive its proxy secret from")
+    return hmac.new(job_key.encode(), f"task-proxy:{job_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def secret_headers(secret: str) -> tuple[tuple[str, str], ...]:
+    return ((SECRET_HEADER, f"token {secret}"),)
+
 
 @dataclass(frozen=True)
 class ProxyTarget:
@@ -33,12 +62,14 @@ class ProxyTarget:
 
     ``base_path`` is prefixed to what follows ``/proxy/{task_id}`` ("" or "/" for none); a task
     told to serve under ``/proxy/{task_id}/`` (Jupyter's ``base_url``, TensorBoard's
-    ``--path_prefix``) gets ``base_path=f"/proxy/{task_id}"``."""
+    ``--path_prefix``) gets ``base_path=f"/proxy/{task_id}"``. ``headers`` are added to every
+    request and WebSocket handshake the proxy passes (the task's secret)."""
 
     owner_id: int
     host: str
     port: int
     base_path: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
     def path_for(self, rest: str) -> str:
         """The path to request on the task for ``rest`` (what followed ``/proxy/{task_id}``)."""
@@ -99,3 +130,65 @@ def idle_for(task_id: str, now: float | None = None) -> float | None:
 def forget(task_id: str) -> None:
     """Drop a task's activity record (call it when the task ends)."""
     last_activity.pop(task_id, None)
+
+
+# ---- the proxy's own sign-in -----------------------------------------------------------------
+TICKET_TTL_S = 60.0
+SESSION_TTL_S = 8 * 3600.0
+MAX_ENTRIES = 10_000  # of each kind; the oldest go first past it
+
+
+@dataclass(frozen=True)
+class _Grant:
+    user_token: str  # the master token it was minted from: signing out of the master ends it
+    task_id: str
+    expires: float
+
+
+_tickets: dict[str, _Grant] = {}
+_sessions: dict[str, _Grant] = {}
+
+
+def _put(store: dict[str, _Grant], grant: _Grant) -> str:
+    now = time.monotonic()
+    for key in [k for k, g in store.items() if g.expires <= now]:
+        del store[key]
+    while len(store) >= MAX_ENTRIES:
+        del store[next(iter(store))]
+    key = secrets.token_urlsafe(32)
+    store[key] = grant
+    return key
+
+
+def _get(store: dict[str, _Grant], key: str, task_id: str) -> str | None:
+    grant = store.get(key)
+    if grant is None or grant.task_id != task_id:
+        return None
+    if grant.expires <= time.monotonic():
+        store.pop(key, None)
+        return None
+    return grant.user_token
+
+
+def mint_ticket(user_token: str, task_id: str) -> str:
+    """A one-time ticket for ``task_id`` on the proxy's origin, for the holder of ``user_token``."""
+    return _put(_tickets, _Grant(user_token, task_id, time.monotonic() + TICKET_TTL_S))
+
+
+def redeem_ticket(ticket: str, task_id: str) -> str | None:
+    """The master token a ticket for ``task_id`` was minted from (once); None when unknown,
+    used, expired or for another task."""
+    token = _get(_tickets, ticket, task_id)
+    if token is not None:
+        _tickets.pop(ticket, None)
+    return token
+
+
+def new_session(user_token: str, task_id: str) -> str:
+    """A proxy session for ``task_id`` (the value of its proxy cookie)."""
+    return _put(_sessions, _Grant(user_token, task_id, time.monotonic() + SESSION_TTL_S))
+
+
+def session_token(session: str, task_id: str) -> str | None:
+    """The master token behind a proxy session for ``task_id``; None when unknown or expired."""
+    return _get(_sessions, session, task_id)

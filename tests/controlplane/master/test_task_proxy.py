@@ -1,8 +1,10 @@
 """The master's proxy to a task's web server (``/proxy/{task_id}/...``), against real servers on
-127.0.0.1 that a test resolver names as tasks owned by the signed-in user ``determined``: what
-passes through (status, body, headers, the path as written), what never does (the user's token,
-the session cookie), who is refused (401, 403, 404) and what a dead or silent task answers (502,
-504); WebSocket frames both ways through the master served by uvicorn; and the activity clock."""
+127.0.0.1 that a test resolver names as tasks owned by the signed-in user ``determined``: the
+master's link (a one-time ticket to the proxy's own origin) and the proxy's sign-in (the ticket's
+cookie, a bearer token, never the master's session cookie); what passes through (status, body,
+headers, the path as written, plus the task's secret), what never does (the user's token, the
+session cookies), who is refused (401, 403, 404) and what a dead or silent task answers (502,
+504); WebSocket frames both ways through the proxy served by uvicorn; and the activity clock."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -27,6 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin, Subprotocol
 
 from controlplane.master.api import task_proxy as proxy_api
+from controlplane.master.app import create_proxy_app
 from controlplane.master.services import task_proxy as svc
 from controlplane.master.webui import session as webui_session
 from controlplane.wire import agent_protocol as wire
@@ -38,6 +41,8 @@ OWNED = "nb-owned"  # an HTTP task of determined's
 SOCKET = "nb-socket"  # a WebSocket echo task of determined's
 DOWN = "nb-down"  # nothing listens on its port
 SILENT = "nb-silent"  # accepts connections, never answers
+SECRET = ("Authorization", "token the-tasks-secret")  # what OWNED's and SOCKET's targets add
+PROXY_PORT = 18099  # where the master's links send browsers (no listener: the tests call the app)
 
 
 # ---- the task's side -------------------------------------------------------------------------
@@ -146,6 +151,21 @@ def http_task() -> Iterator[TaskServer]:
 
 
 @pytest.fixture
+async def proxy(api) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ANN001
+    """A client of the proxy's own listener (its app over the test's runtime), signed in as
+    ``determined`` by a bearer token; ``proxy.app`` is the app."""
+    app = create_proxy_app(api.rt)
+    api.rt.proxy_port = PROXY_PORT
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=cast(Any, app)), base_url="http://proxy",
+                                 headers={"Authorization": api.headers["Authorization"]}, timeout=30) as client:
+        client.app = app  # type: ignore[attr-defined]
+        try:
+            yield client
+        finally:
+            await proxy_api.close_client(app)
+
+
+@pytest.fixture
 async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
     """Four tasks of determined's, found by a resolver registered for the test only."""
     me = (await api.get("/api/v1/me")).json()["user"]["id"]
@@ -172,8 +192,8 @@ async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
     async with ws_serve(echo, "127.0.0.1", 0, select_subprotocol=pick) as ws_server:
         ws_port = ws_server.sockets[0].getsockname()[1]
         targets = {
-            OWNED: svc.ProxyTarget(me, "127.0.0.1", http_task.server_address[1], "/base"),
-            SOCKET: svc.ProxyTarget(me, "127.0.0.1", ws_port, f"/proxy/{SOCKET}"),
+            OWNED: svc.ProxyTarget(me, "127.0.0.1", http_task.server_address[1], "/base", (SECRET,)),
+            SOCKET: svc.ProxyTarget(me, "127.0.0.1", ws_port, f"/proxy/{SOCKET}", (SECRET,)),
             DOWN: svc.ProxyTarget(me, "127.0.0.1", free_port(), ""),
             SILENT: svc.ProxyTarget(me, "127.0.0.1", silent.getsockname()[1], ""),
         }
@@ -186,7 +206,6 @@ async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
             yield out
         finally:
             svc.unregister_resolver(resolver)
-            await proxy_api.close_client(api._transport.app)
             for task_id in targets:
                 svc.forget(task_id)
             silent.close()
@@ -197,25 +216,26 @@ def token_of(api) -> str:  # noqa: ANN001
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
-async def test_get_passes_through_with_status_body_and_headers(api, tasks):
-    r = await api.get(f"/proxy/{OWNED}/files/a%20b//c.txt", params={"x": "1", "y": "a/b"},
+async def test_get_passes_through_with_status_body_and_headers(api, proxy, tasks):
+    r = await proxy.get(f"/proxy/{OWNED}/files/a%20b//c.txt", params={"x": "1", "y": "a/b"},
                       headers={"X-Custom": "kept", "Cookie": "jupyter=1"})
     assert r.status_code == 200, r.text
     assert r.json() == {"method": "GET", "path": "/base/files/a%20b//c.txt?x=1&y=a%2Fb", "body": ""}
     assert r.headers["x-task"] == "yes"
     assert r.headers["content-type"] == "application/json"
+    assert r.headers["content-security-policy"] == "frame-ancestors 'self'"  # no master page frames it
     # Both of the task's cookies, not the one that would replace the master's session.
     assert r.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]
     seen = tasks.seen[-1]
     assert seen.header("X-Custom") == ["kept"]
     assert seen.header("Cookie") == ["jupyter=1"]
-    assert seen.header("Authorization") == []
+    assert seen.header("Authorization") == [SECRET[1]]  # the task's secret, never the user's token
     assert seen.header("X-Forwarded-Proto") == ["http"]
-    assert seen.header("Host") == ["master"]  # the host the browser asked for, as Go's proxy keeps it
+    assert seen.header("Host") == ["proxy"]  # the host the browser asked for, as Go's proxy keeps it
 
 
-async def test_post_put_delete_pass_through_with_their_bodies(api, tasks):
-    r = await api.post(f"/proxy/{OWNED}/status/201", content=b"\x00payload\xff" * 1000,
+async def test_post_put_delete_pass_through_with_their_bodies(api, proxy, tasks):
+    r = await proxy.post(f"/proxy/{OWNED}/status/201", content=b"\x00payload\xff" * 1000,
                        headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 201, r.text
     assert tasks.seen[-1].method == "POST" and tasks.seen[-1].body == b"\x00payload\xff" * 1000
@@ -225,70 +245,118 @@ async def test_post_put_delete_pass_through_with_their_bodies(api, tasks):
         for part in (b"one,", b"two,", b"three"):
             yield part
 
-    r = await api.put(f"/proxy/{OWNED}/api/contents", content=chunks())  # chunked: no Content-Length
+    r = await proxy.put(f"/proxy/{OWNED}/api/contents", content=chunks())  # chunked: no Content-Length
     assert r.status_code == 200, r.text
     assert r.json()["body"] == "one,two,three"
-    r = await api.delete(f"/proxy/{OWNED}/api/x")
+    r = await proxy.delete(f"/proxy/{OWNED}/api/x")
     assert r.status_code == 200 and r.json()["method"] == "DELETE"
-    r = await api.head(f"/proxy/{OWNED}/x")
+    r = await proxy.head(f"/proxy/{OWNED}/x")
     assert r.status_code == 200 and r.content == b"" and r.headers["x-task"] == "yes"
 
 
-async def test_the_task_never_sees_the_users_token_or_session_cookie(api, tasks):
+async def browser_on_proxy(api, proxy, path: str) -> str:  # noqa: ANN001
+    """What a browser signed in to the master does: follow the master's link for ``path`` to the
+    proxy's origin, which sets its cookie; the value of that cookie."""
     token = token_of(api)
-    cookie = f"{webui_session.COOKIE}={token}; jupyter-xsrf=abc"
-    # A browser: signed in by the cookie alone (a GET needs no CSRF header).
-    r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "", "Cookie": cookie})
+    cookie = {"Authorization": "", "Cookie": f"{webui_session.COOKIE}={token}", "Accept": "text/html"}
+    link = await api.get(path, headers=cookie)
+    assert link.status_code == 303, link.text
+    location = link.headers["location"]
+    assert location.startswith(f"http://master:{PROXY_PORT}{path}?{proxy_api.TICKET_PARAM}="), location
+    assert link.headers["referrer-policy"] == "no-referrer"
+    ticket = location.partition("?")[2]
+    r = await proxy.get(f"{path}?{ticket}", headers={"Authorization": ""})
+    assert r.status_code == 303 and r.headers["location"] == path, r.text
+    set_cookie = r.headers["set-cookie"]
+    assert set_cookie.startswith(f"{proxy_api.PROXY_COOKIE}=") and "HttpOnly" in set_cookie, set_cookie
+    assert f"Path={path.rsplit('/', 1)[0]}/;" in set_cookie and "samesite=strict" in set_cookie.lower(), set_cookie
+    # The ticket is good once.
+    again = await proxy.get(f"{path}?{ticket}", headers={"Authorization": ""})
+    assert again.status_code == 401 and "open it from the master again" in again.json()["message"]
+    return set_cookie.split(";")[0].partition("=")[2]
+
+
+async def test_the_masters_link_signs_a_browser_in_to_the_proxys_origin_once(api, proxy, tasks):
+    token = token_of(api)
+    session = await browser_on_proxy(api, proxy, f"/proxy/{OWNED}/tree")
+    assert session != token
+    browser = {"Authorization": "", "Cookie": f"{proxy_api.PROXY_COOKIE}={session}; jupyter-xsrf=abc; "
+                                              f"{webui_session.COOKIE}={token}"}
+    r = await proxy.get(f"/proxy/{OWNED}/tree", headers=browser)
     assert r.status_code == 200, r.text
-    # A browser's POST carries the CSRF header as well; the task sees neither.
-    r = await api.post(f"/proxy/{OWNED}/api/sessions", json={"kernel": "python3"},
-                       headers={"Authorization": "", "Cookie": cookie,
-                                webui_session.CSRF_HEADER: webui_session.csrf_token(token)})
+    # A state change needs a page of the proxy's origin (Origin), as browsers send it.
+    r = await proxy.post(f"/proxy/{OWNED}/api/sessions", json={"kernel": "python3"},
+                         headers={**browser, "Origin": "http://proxy"})
     assert r.status_code == 200, r.text
+    r = await proxy.post(f"/proxy/{OWNED}/api/sessions", json={}, headers={**browser, "Origin": "http://evil.example"})
+    assert r.status_code == 403 and "proxy's origin" in r.json()["message"], r.text
+    # The proxy cookie is good for its own task only.
+    r = await proxy.get(f"/proxy/{SOCKET}/x", headers={"Authorization": "",
+                                                        "Cookie": f"{proxy_api.PROXY_COOKIE}={session}"})
+    assert r.status_code == 401, r.text
     # A client of the API: the bearer token.
-    r = await api.get(f"/proxy/{OWNED}/api/status")
+    r = await proxy.get(f"/proxy/{OWNED}/api/status")
     assert r.status_code == 200, r.text
     assert len(tasks.seen) == 3
     for seen in tasks.seen:
         everything = " ".join(f"{k}: {v}" for k, v in seen.headers)
-        assert token not in everything, seen.headers
-        assert webui_session.csrf_token(token) not in everything, seen.headers
-        assert seen.header("Authorization") == []
+        assert token not in everything and session not in everything, seen.headers
+        assert seen.header("Authorization") == [SECRET[1]]
     assert tasks.seen[0].header("Cookie") == ["jupyter-xsrf=abc"]
     assert tasks.seen[1].body == b'{"kernel":"python3"}'
+    # Signing out of the master ends the proxy session too.
+    assert (await api.post("/api/v1/auth/logout")).status_code == 200
+    r = await proxy.get(f"/proxy/{OWNED}/tree", headers=browser)
+    assert r.status_code == 401, r.text
 
 
-async def test_a_bare_task_path_redirects_to_its_slash(api, tasks):
-    r = await api.get(f"/proxy/{OWNED}", params={"a": "1"})
+async def test_the_masters_session_cookie_is_no_credential_on_the_proxy(api, proxy, tasks):
+    token = token_of(api)
+    r = await proxy.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "",
+                                                          "Cookie": f"{webui_session.COOKIE}={token}"})
+    assert r.status_code == 401, r.text
+    # Nor does the master serve a task any more: only its link, and only to GET.
+    assert (await api.post(f"/proxy/{OWNED}/api/x", json={})).status_code == 405
+    assert not tasks.seen
+    api.rt.proxy_port = None
+    r = await api.get(f"/proxy/{OWNED}/tree")
+    assert r.status_code == 503 and "proxy_port" in r.json()["message"], r.text
+
+
+async def test_a_bare_task_path_redirects_to_its_slash(api, proxy, tasks):
+    r = await proxy.get(f"/proxy/{OWNED}", params={"a": "1"})
     assert r.status_code == 307
     assert r.headers["location"] == f"/proxy/{OWNED}/?a=1"
-    r = await api.get(f"/proxy/{OWNED}/")
+    r = await proxy.get(f"/proxy/{OWNED}/")
     assert r.status_code == 200 and r.json()["path"] == "/base/"
 
 
-async def test_only_the_owner_or_an_admin_may_use_a_task(api, tasks):
+async def test_only_the_owner_or_an_admin_may_use_a_task(api, proxy, tasks):
     nora = await add_user(api, "nora")
-    r = await api.get(f"/proxy/{OWNED}/tree", headers=nora)
+    r = await proxy.get(f"/proxy/{OWNED}/tree", headers=nora)
     assert r.status_code == 403, r.text
     assert f"task {OWNED}" in r.json()["message"]
-    r = await api.post(f"/proxy/{OWNED}/api/x", headers=nora, json={})
+    r = await proxy.post(f"/proxy/{OWNED}/api/x", headers=nora, json={})
     assert r.status_code == 403, r.text
     vera = await add_user(api, "vera", role="viewer")
-    assert (await api.get(f"/proxy/{OWNED}/tree", headers=vera)).status_code == 403
+    assert (await proxy.get(f"/proxy/{OWNED}/tree", headers=vera)).status_code == 403
     assert not tasks.seen, "a refused request reached the task"
     admin = await login(api, "admin")
-    assert (await api.get(f"/proxy/{OWNED}/tree", headers=admin)).status_code == 200
+    assert (await proxy.get(f"/proxy/{OWNED}/tree", headers=admin)).status_code == 200
 
 
-async def test_no_token_is_401_and_a_browser_is_sent_to_sign_in(api, tasks):
-    r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": ""})
+async def test_no_token_is_401_and_a_browser_is_sent_to_sign_in(api, proxy, tasks):
+    r = await proxy.get(f"/proxy/{OWNED}/tree", headers={"Authorization": ""})
     assert r.status_code == 401, r.text
+    # A browser is sent to the master's link, which signs it in here (or sends it to sign in).
+    r = await proxy.get(f"/proxy/{OWNED}/tree?a=1", headers={"Authorization": "", "Accept": "text/html"})
+    assert r.status_code == 303 and r.headers["location"] == f"http://proxy:8080/proxy/{OWNED}/tree?a=1"
     r = await api.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "", "Accept": "text/html"})
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
     assert not tasks.seen
 
 
-async def test_a_task_token_is_refused(api, tasks):
+async def test_a_task_token_is_refused(api, proxy, tasks):
     """A training process's allocation token is good for its own trial's routes, never the proxy."""
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
@@ -298,29 +366,32 @@ async def test_a_task_token_is_refused(api, tasks):
     await agent.start(start)
     for task_id in (OWNED, start.task_id):
         r = await api.get(f"/proxy/{task_id}/tree", headers=task_headers(start.session_token))
-        assert r.status_code == 403, r.text
+        assert r.status_code == 403, r.text  # the master's link
+        r = await proxy.get(f"/proxy/{task_id}/tree",
+                            headers={"Authorization": "", **task_headers(start.session_token)})
+        assert r.status_code == 401, r.text  # the proxy's origin knows no task tokens
     assert not tasks.seen
 
 
-async def test_an_unknown_task_is_404_naming_it(api, tasks):
-    r = await api.get("/proxy/no-such-task/tree")
+async def test_an_unknown_task_is_404_naming_it(api, proxy, tasks):
+    r = await proxy.get("/proxy/no-such-task/tree")
     assert r.status_code == 404, r.text
     assert "task no-such-task" in r.json()["message"]
 
 
-async def test_a_task_that_is_down_is_502_and_a_silent_one_504(api, tasks, monkeypatch):
-    r = await api.get(f"/proxy/{DOWN}/tree")
+async def test_a_task_that_is_down_is_502_and_a_silent_one_504(api, proxy, tasks, monkeypatch):
+    r = await proxy.get(f"/proxy/{DOWN}/tree")
     assert r.status_code == 502, r.text
     assert f"task {DOWN}" in r.json()["message"]
     monkeypatch.setattr(proxy_api, "READ_TIMEOUT_S", 0.3)
-    r = await api.get(f"/proxy/{SILENT}/tree")
+    r = await proxy.get(f"/proxy/{SILENT}/tree")
     assert r.status_code == 504, r.text
     assert f"task {SILENT}" in r.json()["message"]
 
 
-async def test_request_bodies_are_capped(api, tasks, monkeypatch):
+async def test_request_bodies_are_capped(api, proxy, tasks, monkeypatch):
     monkeypatch.setattr(proxy_api, "MAX_BODY_BYTES", 4096)
-    r = await api.post(f"/proxy/{OWNED}/upload", content=b"x" * 4097)  # declared too long
+    r = await proxy.post(f"/proxy/{OWNED}/upload", content=b"x" * 4097)  # declared too long
     assert r.status_code == 413, r.text
     assert "limit of 4096 bytes" in r.json()["message"]
 
@@ -328,31 +399,31 @@ async def test_request_bodies_are_capped(api, tasks, monkeypatch):
         for _ in range(5):
             yield b"y" * 1024
 
-    r = await api.post(f"/proxy/{OWNED}/upload", content=chunks())  # found too long on the way
+    r = await proxy.post(f"/proxy/{OWNED}/upload", content=chunks())  # found too long on the way
     assert r.status_code == 413, r.text
     assert not any(s.path.endswith("/upload") for s in tasks.seen)
-    r = await api.post(f"/proxy/{OWNED}/upload", content=b"z" * 4096)  # at the limit: fine
+    r = await proxy.post(f"/proxy/{OWNED}/upload", content=b"z" * 4096)  # at the limit: fine
     assert r.status_code == 200 and tasks.seen[-1].body == b"z" * 4096
     monkeypatch.undo()
     assert "limit of 64 MiB" in proxy_api._too_large().message
 
 
-async def test_idle_for_moves_with_traffic(api, tasks):
+async def test_idle_for_moves_with_traffic(api, proxy, tasks):
     assert svc.idle_for(OWNED) is None
-    assert (await api.get(f"/proxy/{OWNED}/a")).status_code == 200
+    assert (await proxy.get(f"/proxy/{OWNED}/a")).status_code == 200
     first = svc.idle_for(OWNED)
     assert first is not None and first < 5
     await asyncio.sleep(0.2)
     later = svc.idle_for(OWNED)
     assert later is not None and later >= first + 0.15
-    assert (await api.get(f"/proxy/{OWNED}/b")).status_code == 200
+    assert (await proxy.get(f"/proxy/{OWNED}/b")).status_code == 200
     again = svc.idle_for(OWNED)
     assert again is not None and again < later
     # Refused traffic is not activity.
     nora = await add_user(api, "nora")
     await asyncio.sleep(0.1)
     before = svc.idle_for(OWNED)
-    assert (await api.get(f"/proxy/{OWNED}/c", headers=nora)).status_code == 403
+    assert (await proxy.get(f"/proxy/{OWNED}/c", headers=nora)).status_code == 403
     after = svc.idle_for(OWNED)
     assert before is not None and after is not None and after >= before
 
@@ -422,9 +493,9 @@ async def closed_with(url: str, **kwargs) -> tuple[int | None, str]:  # noqa: AN
         return ws.close_code, ws.close_reason or ""
 
 
-async def test_websocket_frames_go_both_ways(api, tasks):
+async def test_websocket_frames_go_both_ways(api, proxy, tasks):
     token = token_of(api)
-    async with served(api._transport.app) as port:
+    async with served(proxy.app) as port:
         base = f"ws://127.0.0.1:{port}/proxy/{SOCKET}"
         # A client of the API: the bearer token in a header, a subprotocol the task picks.
         async with ws_connect(f"{base}/api/kernels/k1/channels?session=s1", open_timeout=10,
@@ -438,7 +509,7 @@ async def test_websocket_frames_go_both_ways(api, tasks):
         path, headers, subprotocol = tasks.ws_seen[-1]
         assert path == f"/proxy/{SOCKET}/api/kernels/k1/channels?session=s1"
         assert subprotocol == "v1.test"
-        assert not [v for k, v in headers if k.lower() == "authorization"]
+        assert [v for k, v in headers if k.lower() == "authorization"] == [SECRET[1]]  # the task's secret alone
 
         # A client that cannot set headers: the token query parameter, which the task never sees.
         async with ws_connect(f"{base}/echo?token={token}&x=1", open_timeout=10) as ws:
@@ -446,8 +517,9 @@ async def test_websocket_frames_go_both_ways(api, tasks):
             assert await asyncio.wait_for(ws.recv(), 10) == "via query"
         assert tasks.ws_seen[-1][0] == f"/proxy/{SOCKET}/echo?x=1"
 
-        # A browser: the session cookie, from a page of this master.
-        cookie = {"Cookie": f"{webui_session.COOKIE}={token}; jupyter=1"}
+        # A browser: the task's proxy cookie, from a page of the proxy's origin.
+        session = svc.new_session(token, SOCKET)
+        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={session}; {webui_session.COOKIE}={token}; jupyter=1"}
         async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://127.0.0.1:{port}"),
                               additional_headers=cookie) as ws:
             await ws.send("via cookie")
@@ -460,15 +532,15 @@ async def test_websocket_frames_go_both_ways(api, tasks):
         cookies = [v for k, v in tasks.ws_seen[-1][1] if k.lower() == "cookie"]
         assert cookies == ["jupyter=1"]
         for _, headers, _ in tasks.ws_seen:
-            assert token not in " ".join(v for _, v in headers)
+            assert token not in " ".join(v for _, v in headers) and session not in " ".join(v for _, v in headers)
         idle = svc.idle_for(SOCKET)
         assert idle is not None and idle < 30
 
 
-async def test_the_answer_streams(api, tasks):
+async def test_the_answer_streams(api, proxy, tasks):
     """Through a real server, the client reads the task's first chunk before the task has sent
     the rest."""
-    async with served(api._transport.app) as port, httpx.AsyncClient(timeout=10) as client:
+    async with served(proxy.app) as port, httpx.AsyncClient(timeout=10) as client:
         url = f"http://127.0.0.1:{port}/proxy/{OWNED}/slow"
         async with client.stream("GET", url, headers={"Authorization": api.headers["Authorization"]}) as r:
             assert r.status_code == 200
@@ -478,10 +550,10 @@ async def test_the_answer_streams(api, tasks):
             assert b"".join([c async for c in chunks]) == b"last"
 
 
-async def test_websocket_refusals(api, tasks):
+async def test_websocket_refusals(api, proxy, tasks):
     token = token_of(api)
     nora = (await add_user(api, "nora"))["Authorization"]
-    async with served(api._transport.app) as port:
+    async with served(proxy.app) as port:
         base = f"ws://127.0.0.1:{port}/proxy"
         code, reason = await closed_with(f"{base}/{SOCKET}/echo")
         assert code == 4401, reason
@@ -491,8 +563,12 @@ async def test_websocket_refusals(api, tasks):
         assert code == 4404 and "task nope" in reason, reason
         code, reason = await closed_with(f"{base}/{DOWN}/echo?token={token}")
         assert code == 4502 and f"task {DOWN}" in reason, reason
-        # The cookie from another site's page (or with no Origin at all) is not enough.
-        cookie = {"Cookie": f"{webui_session.COOKIE}={token}"}
+        # The master's session cookie is no credential here, even from the proxy's own origin.
+        code, reason = await closed_with(f"{base}/{SOCKET}/echo", origin=Origin(f"http://127.0.0.1:{port}"),
+                                         additional_headers={"Cookie": f"{webui_session.COOKIE}={token}"})
+        assert code == 4401, reason
+        # The proxy cookie from another site's page (or with no Origin at all) is not enough.
+        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={svc.new_session(token, SOCKET)}"}
         code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie,
                                          origin=Origin("http://evil.example"))
         assert code == 4403 and "Origin" in reason, reason

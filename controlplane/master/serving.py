@@ -1,0 +1,99 @@
+"""The master's two listeners, served by uvicorn in one event loop: its API and pages on
+``host:port``, and the task proxy (``/proxy/...`` alone, ``app.create_proxy_app``) on
+``host:proxy_port`` (0: a free port, picked here and logged), another origin, so a notebook's
+page never runs with the master's authority. The API's server owns the runtime (its lifespan) and
+the signals; the proxy's stops after it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import threading
+
+import uvicorn
+
+from controlplane.master.settings import MasterSettings
+
+log = logging.getLogger("controlplane.master")
+
+SERVER_OPTIONS = {"log_level": "warning", "access_log": False, "ws_ping_interval": 10, "ws_ping_timeout": 20,
+                  "timeout_graceful_shutdown": 5}
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+class Listeners:
+    """Both listeners of one master: bound on construction (so their ports are known), served by
+    ``serve()``, stopped by ``stop()`` (from any thread)."""
+
+    def __init__(self, settings: MasterSettings) -> None:
+        from controlplane.master.app import create_app, create_proxy_app
+
+        self.settings = settings
+        self.api_sock = _bind(settings.host, settings.port)
+        try:
+            self.proxy_sock = _bind(settings.host, settings.proxy_port)
+        except OSError:
+            self.api_sock.close()
+            raise
+        settings.port = self.api_sock.getsockname()[1]
+        self.app = create_app(settings)
+        self.app.state.runtime.proxy_port = self.proxy_port
+        self.proxy_app = create_proxy_app(self.app.state.runtime)
+        self.api = uvicorn.Server(uvicorn.Config(self.app, **SERVER_OPTIONS))  # type: ignore[arg-type]
+        self.proxy = uvicorn.Server(uvicorn.Config(self.proxy_app, **SERVER_OPTIONS))  # type: ignore[arg-type]
+        self.proxy.capture_signals = contextlib.nullcontext  # type: ignore[assignment]  # the API server has them
+        self._started = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def port(self) -> int:
+        return self.settings.port
+
+    @property
+    def proxy_port(self) -> int:
+        return int(self.proxy_sock.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.settings.host}]" if ":" in self.settings.host else self.settings.host
+        return f"http://{host}:{self.port}"
+
+    async def serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        api = asyncio.create_task(self.api.serve(sockets=[self.api_sock]))
+        while not self.api.started and not api.done():
+            await asyncio.sleep(0.02)
+        proxy = asyncio.create_task(self.proxy.serve(sockets=[self.proxy_sock]))
+        while not self.proxy.started and not proxy.done():
+            await asyncio.sleep(0.02)
+        if self.api.started and self.proxy.started:
+            log.info("master API on port %d; task proxy on port %d", self.port, self.proxy_port)
+            self._started.set()
+        try:
+            await api
+        finally:
+            self.proxy.should_exit = True
+            await proxy
+            self.api_sock.close()
+            self.proxy_sock.close()
+
+    def wait_started(self, timeout: float) -> None:
+        if not self._started.wait(timeout):
+            raise TimeoutError(f"the master's listeners did not start in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self.api.should_exit = True
