@@ -12,11 +12,12 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 from litestar.response import Redirect
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api import docs, routes, task_proxy
 from controlplane.master.api.auth_guard import authorize_route
-from controlplane.master.db.engine import make_engine, make_sessionmaker
+from controlplane.master.db.engine import describe_error, make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
 from controlplane.master.errors import ApiError, Unauthenticated, error_body
@@ -93,7 +94,10 @@ def _illegal_transition(request: Request, exc: IllegalTransition) -> Response:
 
 
 def _internal_error(request: Request, exc: Exception) -> Response:
-    log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    if isinstance(exc, DBAPIError):  # its traceback's messages may quote the values bound to the statement
+        log.error("internal error on %s %s: %s", request.method, request.url.path, describe_error(exc))
+    else:
+        log.exception("internal error on %s %s", request.method, request.url.path, exc_info=exc)
     return Response(error_body("internal error; the master log has the details", 500), status_code=500)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 
@@ -30,7 +32,7 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 def make_engine(url: str) -> AsyncEngine:
     url = async_url(url)
     if is_sqlite(url):
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
@@ -60,7 +62,22 @@ def make_engine(url: str) -> AsyncEngine:
     # transactions, the rest for reads, so a list is never queued behind a burst of metric writes.
     # All 40 stay open once made: overflow connections are closed on return, and under load the
     # master spent a few percent of its CPU opening new ones.
-    return create_async_engine(url, pool_size=40, max_overflow=0, pool_pre_ping=True)
+    # hide_parameters: a database error's text never carries the values bound to it (what users sent:
+    # names, passwords' hashes, tokens' hashes), so it may be logged.
+    return create_async_engine(url, pool_size=40, max_overflow=0, pool_pre_ping=True, hide_parameters=True)
+
+
+def describe_error(exc: DBAPIError) -> str:
+    """A database error for the log without any value bound to its statement: the driver's error
+    class and SQLSTATE, the statement's start and where in the master it was run (a driver's own
+    message may quote a parameter, e.g. asyncpg's "invalid input for query argument $1: 'x'")."""
+    orig = exc.orig
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "sqlite_errorname", None) or ""
+    statement = " ".join(str(exc.statement or "").split())[:200]
+    frames = [f"{f.filename.rsplit('/controlplane/', 1)[-1]}:{f.lineno} {f.name}"
+              for f in traceback.extract_tb(exc.__traceback__) if "/controlplane/" in f.filename][-3:]
+    return (f"database error {type(orig).__name__}{f' ({code})' if code else ''} in {statement!r}"
+            f" at {' < '.join(reversed(frames)) or 'an unknown place'}")
 
 
 # Write transactions at once on PostgreSQL. The master is one process: a few more transactions in

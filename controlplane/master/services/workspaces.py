@@ -32,7 +32,9 @@ DEFAULT_NAME = "Uncategorized"
 MAX_PAGE = 1000
 ACTIVE = "ACTIVE"  # controlplane.state.experiment: what numActiveExperiments counts
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=r"^[^\x00-\x1f\x7f]*\S[^\x00-\x1f\x7f]*$")]
+# No control character (NUL, which PostgreSQL text cannot hold, included) and not blank.
+NAME_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80, pattern=NAME_PATTERN)]
 Description = Annotated[str, msgspec.Meta(max_length=4096, pattern=r"^[^\x00]*$")]
 Key = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9]{1,5}$")]
 Id = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]

@@ -134,3 +134,24 @@ async def test_experiments_go_to_the_named_project_or_are_refused(api):
     # A workspace or project that holds experiments is not deleted.
     assert (await api.delete(f"/api/v1/projects/{project['id']}")).status_code == 409
     assert (await api.delete(f"/api/v1/workspaces/{ws['id']}")).status_code == 409
+
+
+async def test_a_nul_byte_in_a_workspace_or_project_name_or_description_is_a_400_naming_the_field(api, caplog):
+    """PostgreSQL text cannot hold NUL: these answered 500, and the log printed the SQL parameters."""
+    ws = (await api.post("/api/v1/workspaces", json={"name": "nul-test"})).json()["workspace"]
+    project = (await api.post(f"/api/v1/workspaces/{ws['id']}/projects", json={"name": "p"})).json()["project"]
+    cases = [
+        ("POST", "/api/v1/workspaces", {"name": "w\x00"}, "name"),
+        ("POST", "/api/v1/workspaces", {"name": "\x00"}, "name"),
+        ("PATCH", f"/api/v1/workspaces/{ws['id']}", {"name": "w\x00x"}, "name"),
+        ("POST", f"/api/v1/workspaces/{ws['id']}/projects", {"name": "p\x00"}, "name"),
+        ("POST", f"/api/v1/workspaces/{ws['id']}/projects", {"name": "q", "description": "d\x00"}, "description"),
+        ("PATCH", f"/api/v1/projects/{project['id']}", {"name": "p\x00"}, "name"),
+        ("PATCH", f"/api/v1/projects/{project['id']}", {"description": "d\x00"}, "description"),
+    ]
+    for method, path, body, field in cases:
+        r = await api.request(method, path, json=body)
+        assert r.status_code == 400 and r.json()["message"].startswith(f"{field}:"), (method, path, r.text)
+    assert "internal error" not in caplog.text
+    names = [w["name"] for w in (await api.get("/api/v1/workspaces")).json()["workspaces"]]
+    assert names == ["Uncategorized", "nul-test"], names
