@@ -386,8 +386,9 @@ def service_url(session: Session, kind: str, task: dict[str, Any]) -> str:
 
 def wait_serving(session: Session, kind: str, task_id: str, status_path: str, timeout_s: float = SERVING_WAIT_S,
                  interval: float = POLL_S) -> bool:
-    """True once ``/proxy/<id>/<status_path>`` answers through the master; False after ``timeout_s``;
-    CliError if the task ends or the master refuses this user."""
+    """True once ``/proxy/<id>/<status_path>`` answers through the master's proxy (the master's link
+    is followed to the proxy's origin, whose one-time ticket signs this session in there); False
+    after ``timeout_s``; CliError if the task ends or the master refuses this user."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -1,11 +1,13 @@
 """`det notebook`: JupyterLab on the cluster, served through the master's proxy.
 
-A notebook's answer names its page, ``serviceAddress`` (``/proxy/<id>/lab``); the master passes
-that path on to the task for its owner (or an admin), signed in by bearer token or by the web UI's
-session cookie. `det notebook start` launches one, waits until it runs and JupyterLab answers
-through the proxy, and prints the URL (master URL + ``serviceAddress``). Determined opens a browser
-there; this client prints the URL only (``--no-browser`` is accepted and is what it does): open it
-in a browser signed in to this master's web UI.
+A notebook's answer names its page, ``serviceAddress`` (``/proxy/<id>/lab``). On the master that
+path is a link: for the notebook's owner (or an admin), signed in by bearer token or by the web
+UI's session cookie, it sends the browser on to the same path on the proxy's own origin (another
+port, ``proxy_port``) with a one-time ticket, which signs it in there for that notebook only.
+`det notebook start` launches one, waits until it runs and JupyterLab answers through the proxy,
+and prints the URL (master URL + ``serviceAddress``). Determined opens a browser there; this client
+prints the URL only (``--no-browser`` is accepted and is what it does): open it in a browser signed
+in to this master's web UI.
 """
 
 from __future__ import annotations

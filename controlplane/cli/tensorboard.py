@@ -1,9 +1,10 @@
 """`det tensorboard`: TensorBoard over experiments' metrics, served through the master's proxy.
 
 `det tensorboard start EXPERIMENT_ID...` launches a TensorBoard task for those experiments, waits
-until TensorBoard answers through the master (``/proxy/<id>/``, for its owner or an admin) and
-prints its URL; the task keeps reading new reports while the experiments run and is stopped after
-its ``idle_timeout`` without traffic.
+until TensorBoard answers through the master's proxy (``/proxy/<id>/``, for its owner or an admin:
+on the master a link to the proxy's own origin, as for notebooks) and prints its URL; the task
+keeps reading new reports while the experiments run and is stopped after its ``idle_timeout``
+without traffic.
 """
 
 from __future__ import annotations

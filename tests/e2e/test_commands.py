@@ -132,14 +132,18 @@ def test_notebook_start_prints_its_url_and_jupyterlab_answers_through_the_master
     assert f"Notebook {nb_id}: RUNNING" in r.stderr
     assert cluster.det("notebook", "open", nb_id).stdout == r.stdout
 
-    with httpx.Client(base_url=cluster.url, timeout=60) as http:
+    # The URL is the master's link to the proxy's own origin, which a one-time ticket signs in to.
+    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True) as http:
         auth = {"Authorization": f"Bearer {login(cluster.url)}"}
         status = http.get(f"/proxy/{nb_id}/api/status", headers=auth)
         assert status.status_code == 200, status.text
+        proxy = httpx.URL(str(status.url))
+        assert proxy.port != httpx.URL(cluster.url).port and proxy.path == f"/proxy/{nb_id}/api/status", proxy
         assert status.headers["content-type"].startswith("application/json") and "started" in status.json()
         lab = http.get(f"/proxy/{nb_id}/lab", headers=auth)
         assert lab.status_code == 200 and "JupyterLab" in lab.text, lab.text[:500]
-        assert http.get(f"/proxy/{nb_id}/api/status").status_code == 401  # no sign-in, no notebook
+    assert httpx.get(f"{cluster.url}/proxy/{nb_id}/api/status").status_code == 401  # no sign-in, no notebook
+    assert httpx.get(str(proxy)).status_code == 401  # nor on the proxy's origin
 
     assert cluster.det("notebook", "kill", nb_id).stdout == f"Killed notebook {nb_id}\n"
     wait_state(cluster, "notebook", nb_id, "STATE_TERMINATED")
@@ -168,7 +172,7 @@ def test_tensorboard_start_serves_an_experiments_scalars_through_the_master(loca
     found = re.fullmatch(rf"{re.escape(cluster.url)}/proxy/([0-9a-f-]{{36}})/\n", r.stdout)
     assert found, r.stdout + r.stderr
     board = found.group(1)
-    with httpx.Client(base_url=cluster.url, timeout=60) as http:
+    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True) as http:
         auth = {"Authorization": f"Bearer {login(cluster.url)}"}
         deadline = time.time() + 120
         while True:  # TensorBoard loads the event files on its own schedule
@@ -184,6 +188,6 @@ def test_tensorboard_start_serves_an_experiments_scalars_through_the_master(loca
         points = http.get(f"/proxy/{board}/data/plugin/scalars/scalars", headers=auth,
                           params={"run": run, "tag": "training/loss"}).json()
         assert [(p[1], round(p[2], 4)) for p in points] == [(1, 1.0), (2, 0.5), (3, 0.3333)]
-        assert http.get(f"/proxy/{board}/data/environment").status_code == 401
+    assert httpx.get(f"{cluster.url}/proxy/{board}/data/environment").status_code == 401
     cluster.det("tensorboard", "kill", board)
     wait_state(cluster, "tensorboard", board, "STATE_TERMINATED")

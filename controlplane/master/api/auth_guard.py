@@ -49,8 +49,7 @@ async def current_user(request: ASGIConnection) -> AuthedUser:
         token = webui_session.cookie_token(request)
         if token is None:
             raise Unauthenticated("missing or malformed Authorization: Bearer token")
-        if (request.scope.get("method") not in webui_session.SAFE_METHODS and not webui_session.csrf_ok(request, token)
-                and not webui_session.proxied_same_origin(request)):
+        if request.scope.get("method") not in webui_session.SAFE_METHODS and not webui_session.csrf_ok(request, token):
             raise Forbidden("a request signed in by the session cookie needs its X-CSRF-Token header")
     return await user_for(request, token)
 

@@ -44,17 +44,6 @@ def csrf_ok(connection: ASGIConnection, session_token: str, form_value: str | No
     return hmac.compare_digest(sent, csrf_token(session_token))
 
 
-def proxied_same_origin(connection: ASGIConnection) -> bool:
-    """A request to a task behind ``/proxy/`` (a notebook's own JavaScript, which cannot send the
-    CSRF header) made from the master's origin: browsers put ``Origin`` (or ``Sec-Fetch-Site``) on
-    every state-changing request and pages cannot forge it, so it proves the same origin."""
-    if not connection.url.path.startswith("/proxy/"):
-        return False
-    if connection.headers.get("origin"):
-        return origin_is_host(connection)
-    return connection.headers.get("sec-fetch-site") == "same-origin"
-
-
 def origin_is_host(connection: ASGIConnection) -> bool:
     """The request's ``Origin`` names the host it was sent to: a page of this master made it."""
     origin, host = connection.headers.get("origin"), connection.headers.get("host")

@@ -87,16 +87,21 @@ def is_task_proxy(path: str) -> bool:
     return path == "/proxy/{task_id}" or path.startswith("/proxy/{task_id}/")
 
 
-def test_the_task_proxy_is_for_signed_in_users_and_checks_the_owner_itself(api):
-    """Left out of the schema walk (any method, any path, the task's own answers): every HTTP
-    method is VIEW in the guard, and the handler lets only the task's owner or an admin through
-    (tests/controlplane/master/test_task_proxy.py); its WebSocket authenticates in its handler."""
-    proxy = {k: h for k, h in handlers_of(api._transport.app).items() if is_task_proxy(k[1])}
-    http = {k: route_action(h) for k, h in proxy.items() if k[0] != "WEBSOCKET"}
-    assert ("POST", "/proxy/{task_id}/{path}") in http, sorted(proxy)
-    assert set(http.values()) == {Action.VIEW}, http
-    sockets = {k: route_action(h) for k, h in proxy.items() if k[0] == "WEBSOCKET"}
-    assert set(sockets.values()) == {Action.PUBLIC}, sockets
+def test_the_task_proxy_is_a_link_on_the_master_and_signs_in_itself_on_its_own_origin(api):
+    """Left out of the schema walk (any method, any path, the task's own answers). On the master,
+    ``/proxy/...`` is a GET link (VIEW in the guard; the handler checks the owner before it mints a
+    ticket); the proxy's own app serves ``/proxy/...`` and nothing else, every handler PUBLIC in the
+    guard because it signs callers in itself and checks the owner
+    (tests/controlplane/master/test_task_proxy.py)."""
+    from controlplane.master.app import create_proxy_app
+
+    master = {k: route_action(h) for k, h in handlers_of(api._transport.app).items() if is_task_proxy(k[1])}
+    assert {m for m, _ in master} == {"GET", "HEAD"}, sorted(master)
+    assert set(master.values()) == {Action.VIEW}, master
+    routes = handlers_of(create_proxy_app(api.rt))
+    assert all(is_task_proxy(p) for _, p in routes), sorted(routes)
+    assert ("POST", "/proxy/{task_id}/{path}") in routes and ("WEBSOCKET", "/proxy/{task_id}/{path}") in routes
+    assert {route_action(h) for h in routes.values()} == {Action.PUBLIC}
 
 
 def test_the_web_ui_changes_nothing_but_through_the_api(api):

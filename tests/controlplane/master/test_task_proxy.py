@@ -575,3 +575,21 @@ async def test_websocket_refusals(api, proxy, tasks):
         code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie)
         assert code == 4403, reason
     assert not tasks.ws_seen, "a refused socket reached the task"
+
+
+def test_proxy_port_in_master_yaml_is_checked_naming_the_field(tmp_path):
+    from controlplane.config.errors import ConfigError
+    from controlplane.master.settings import load_settings
+
+    config = tmp_path / "master.yaml"
+    for value, message in (("'8081'", "integer in 0..65535"), ("70000", "integer in 0..65535"),
+                           ("8080", "must differ from port")):
+        config.write_text(f"port: 8080\nproxy_port: {value}\n")
+        with pytest.raises(ConfigError, match="proxy_port") as e:
+            load_settings(config)
+        assert message in str(e.value)
+    config.write_text("port: 8080\nproxy_port: 8081\nproxy_url: https://notebooks.example.com\n")
+    settings = load_settings(config)
+    assert (settings.proxy_port, settings.proxy_url) == (8081, "https://notebooks.example.com")
+    config.write_text("port: 8080\n")
+    assert load_settings(config).proxy_port == 0  # a free port, picked at start
