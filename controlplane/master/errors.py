@@ -40,5 +40,9 @@ class PayloadTooLarge(ApiError):
     status = 413
 
 
+class TooManyRequests(ApiError):
+    status = 429
+
+
 def error_body(message: str, status: int = 500) -> dict:
     return {"message": message, "error": {"error": message}, "status_code": status, "detail": message}

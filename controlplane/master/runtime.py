@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from controlplane.master.settings import MasterSettings
+from controlplane.master.stream_slots import StreamSlots
 
 if TYPE_CHECKING:
     from controlplane.master.autoscaling.service import AutoscalerService
@@ -50,6 +51,7 @@ class MasterRuntime:
     cluster_id: str = ""
     master_id: str = ""
     notifier: Notifier = field(default_factory=Notifier)
+    streams: StreamSlots = field(default_factory=StreamSlots)  # long answers' slots (stream_slots.py)
     # Wired by create_app right after construction (they need the runtime themselves).
     hub: AgentHub = field(init=False)
     orchestrator: Orchestrator = field(init=False)

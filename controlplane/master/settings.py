@@ -52,6 +52,11 @@ class MasterSettings:
     max_experiment_trials: int = 2000
     max_config_bytes: int = 1024 * 1024
     max_config_depth: int = 64
+    # Bounded readers: a config with more hyperparameters is refused; long answers (followed logs,
+    # whole-log reads, the SDK's metric streams) are capped per user and in all (429 beyond).
+    max_hyperparameters: int = 1000
+    max_streams_per_user: int = 8
+    max_streams: int = 256
     # Tests and simulations: pool name -> a provisioner object used instead of the configured one.
     provisioner_overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -148,7 +153,8 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     if proxy_port and proxy_port == port:
         raise ConfigError("proxy_port", f"must differ from port ({port}): the task proxy is another origin")
     settings.proxy_port = proxy_port
-    for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth"):
+    for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth", "max_hyperparameters",
+                "max_streams_per_user", "max_streams"):
         if key in raw:
             value = raw[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -1,19 +1,30 @@
 """Trial logs: NDJSON streamed with chunked encoding so `det trial logs -f` prints live.
 
-The stream reads a page (``PAGE`` lines, keyset on the line id) at a time, so memory and each
-database read stay bounded however long the log. Once the 200 is sent an error cannot change
-the status any more: a failure mid-stream ends it with one final ``{"error": ...}`` line (what
-Determined's streaming gateway sends) instead of a broken connection.
+The stream reads a page (``PAGE`` lines, keyset on the line id) at a time, each in its own short
+session, so memory and each database read stay bounded however long the log. Once the 200 is sent
+an error cannot change the status any more: a failure mid-stream ends it with one final
+``{"error": ...}`` line (what Determined's streaming gateway sends) instead of a broken connection.
+
+A read that may outlast one page (``follow``, or no ``limit``: Determined 0.38.1's ``det trial
+logs`` sends none and prints what one stream carries, so the whole log stays one answer for it, or
+a ``limit`` over a page) takes one of the master's stream slots (``stream_slots.py``: per user and
+in all, 429 beyond). A follower holds no session while it waits: it sleeps on the ingest path's
+notification and reads at most once per ``FOLLOW_READ_S``; without lines it only looks at the
+trial's state, which followers of one trial share (``_trial_state``, read at most once a second).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any, Literal
 
+import anyio
 import msgspec
 from litestar import Request, get, post
+from litestar.background_tasks import BackgroundTask
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
 from sqlalchemy import Select, select
@@ -33,6 +44,7 @@ from controlplane.master.services.logs import (
     trial_log_query,
 )
 from controlplane.master.services.paging import MAX_INT64
+from controlplane.master.stream_slots import take_slot
 from controlplane.state import trial as T
 
 log = logging.getLogger(__name__)
@@ -45,7 +57,7 @@ Order = Literal["ORDER_BY_ASC", "ORDER_BY_DESC", "ORDER_BY_UNSPECIFIED"]
 Filter = Annotated[list[str] | None, Parameter(max_items=64)]
 
 
-def _entry(row: TaskLog) -> dict:
+def _entry(row: Any) -> dict:  # a TaskLog or a row of its columns
     return {
         "id": str(row.id), "trialId": row.trial_id, "timestamp": iso(row.timestamp),
         "level": row.level, "message": format_message(row), "log": row.log, "agentId": row.agent_id,
@@ -54,7 +66,7 @@ def _entry(row: TaskLog) -> dict:
     }
 
 
-def _line(row: TaskLog) -> bytes:
+def _line(row: Any) -> bytes:
     return _encoder.encode({"result": _entry(row)}) + b"\n"
 
 
@@ -62,12 +74,40 @@ def _error_line(message: str) -> bytes:
     return _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
 
 
-async def read_page(rt: MasterRuntime, stmt: Select, trial_id: int) -> tuple[list[TaskLog], str | None]:
-    """One page of lines and the trial's state (to know when a followed stream may end)."""
+FOLLOW_READ_S = 1.0  # a follower reads new lines at most this often (a burst lands as one page)
+STATE_TTL_S = 1.0  # followers of one trial share one look at its state per this long
+_states: dict[tuple[int, int], tuple[float, str | None]] = {}  # (runtime, trial) -> (when, state)
+
+
+async def read_page(rt: MasterRuntime, stmt: Select) -> tuple[bytes, int, int | None]:
+    """One page's NDJSON, its line count and last line id: read as plain rows (no ORM objects) and
+    encoded while the stream has its turn (``StreamSlots.turn``)."""
+    async with rt.streams.turn():
+        async with rt.sessions() as session:
+            rows = (await session.execute(stmt.with_only_columns(*TaskLog.__table__.c))).all()
+        if not rows:
+            return b"", 0, None
+        chunk = await anyio.to_thread.run_sync(_lines, rows)  # the loop stays free for other requests
+        return chunk, len(rows), rows[-1].id
+
+
+def _lines(rows: Sequence[Any]) -> bytes:
+    return b"".join(_line(row) for row in rows)
+
+
+async def _trial_state(rt: MasterRuntime, trial_id: int) -> str | None:
+    """The trial's state as of at most ``STATE_TTL_S`` ago (to know when a followed stream may end)."""
+    key, now = (id(rt), trial_id), time.monotonic()
+    hit = _states.get(key)
+    if hit is not None and now - hit[0] < STATE_TTL_S:
+        return hit[1]
     async with rt.sessions() as session:
-        rows = list((await session.scalars(stmt)).all())
         state = await session.scalar(select(Trial.state).where(Trial.id == trial_id))
-    return rows, state
+    if len(_states) > 4096:  # followed trials are few; drop what is stale
+        for k in [k for k, (at, _) in _states.items() if now - at >= STATE_TTL_S]:
+            del _states[k]
+    _states[key] = (time.monotonic(), state)
+    return state
 
 
 def _check_filters(rank_ids: list[int], stdtypes: list[str], levels: list[str]) -> None:
@@ -84,6 +124,7 @@ def _check_filters(rank_ids: list[int], stdtypes: list[str], levels: list[str]) 
 async def trial_logs(
     request: Request, trial_id: TrialId, follow: bool = False,
     limit: Annotated[int, Parameter(ge=0, le=MAX_INT64, description="at most this many lines; 0: all")] = 0,
+    offset: Annotated[int, Parameter(ge=0, le=MAX_INT64, description="lines to skip first, in the order asked")] = 0,
     order_by: Annotated[Order, QueryParameter(name="orderBy")] = "ORDER_BY_ASC",
     rank_ids: Annotated[list[int] | None, QueryParameter(name="rankIds", max_items=1024)] = None,
     stdtypes: Filter = None,
@@ -104,10 +145,13 @@ async def trial_logs(
                                search_text=search_text or "")
 
     descending = order_by == "ORDER_BY_DESC"
+    follow = follow and not descending
+    slot = take_slot(rt, principal_of(request)) if follow or limit <= 0 or limit > PAGE else None
 
     async def lines() -> AsyncIterator[bytes]:
         sent = 0
         last_id: int | None = None
+        ended = False  # the trial was seen in a final state: read what is left, then stop
         while True:
             page = PAGE if limit <= 0 else min(PAGE, limit - sent)
             stmt = base_query()
@@ -117,23 +161,28 @@ async def trial_logs(
                 stmt = stmt.order_by(TaskLog.id.desc())
             else:
                 stmt = stmt.where(TaskLog.id > (last_id or 0)).order_by(TaskLog.id)
-            rows, trial_state = await read_page(rt, stmt.limit(page), trial_id)
-            for row in rows:
-                yield _line(row)
-            sent += len(rows)
-            if rows:
-                last_id = rows[-1].id
+            # ``offset`` skips the first lines until a page has been read past them (keyset after that).
+            chunk, count, last = await read_page(rt, stmt.limit(page).offset(offset if last_id is None else 0))
+            read_at = time.monotonic()
+            if count:
+                yield chunk
+                sent, last_id = sent + count, last
             if limit > 0 and sent >= limit:
                 return
-            if len(rows) == page:
+            if count == page:
                 continue
-            if descending or not follow:
+            if not follow or (ended and not count):
                 return
-            if T.TRIAL.is_terminal(trial_state or T.COMPLETED):
-                if not rows:
-                    return
+            if ended:
                 continue  # one more pass: lines may have landed with the final state
-            await rt.notifier.wait(("trial-logs", trial_id), timeout=1.0)
+            while True:  # idle: no session held, woken by the ingest path or, for the end, the state
+                if T.TRIAL.is_terminal(await _trial_state(rt, trial_id) or T.COMPLETED):
+                    ended = True
+                    break
+                if await rt.notifier.wait(("trial-logs", trial_id), timeout=FOLLOW_READ_S):
+                    # at most one read per FOLLOW_READ_S: what lands meanwhile comes in the same page
+                    await asyncio.sleep(max(0.0, read_at + FOLLOW_READ_S - time.monotonic()))
+                    break
 
     async def stream() -> AsyncIterator[bytes]:
         try:
@@ -143,11 +192,13 @@ async def trial_logs(
             log.exception("trial %s log stream failed", trial_id)
             yield _error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
 
-    return Stream(stream(), media_type="application/x-ndjson")
+    if slot is None:
+        return Stream(stream(), media_type="application/x-ndjson")
+    return Stream(slot.hold_while(stream()), media_type="application/x-ndjson", background=BackgroundTask(slot.release))
 
 
 @post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"],
-      status_code=200)
+      status_code=200, request_max_body_size=64 * 1024 * 1024)  # up to 10,000 lines
 async def post_logs(request: Request, data: PostTaskLogsRequest) -> dict[str, Any]:
     """ship_logs.py's path (reference §4.5): a task sends its own lines."""
     await post_task_logs(runtime_of(request), principal_of(request), data)

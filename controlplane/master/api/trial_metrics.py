@@ -5,7 +5,8 @@ deprecated ``stream_training_metrics()`` / ``stream_validation_metrics()`` read.
 NDJSON with chunked encoding, one ``{"result": {"metrics": [v1MetricsReport, ...]}}`` line per page
 (``services/metric_reads.py``); the stream ends after the last report, as Determined's does. Bad
 ids or a missing group are a 400 before the 200 is sent; a failure after it ends the stream with
-one ``{"error": ...}`` line.
+one ``{"error": ...}`` line. A stream may carry a trial's whole history, so it takes one of the
+master's stream slots while it runs (``stream_slots.py``: per user and in all, 429 beyond).
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from typing import Annotated
 
 import msgspec
 from litestar import Request, get
+from litestar.background_tasks import BackgroundTask
 from litestar.params import QueryParameter
 from litestar.response import Stream
 from sqlalchemy import select
 
-from controlplane.master.api.auth_guard import runtime_of
+from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.metric_reads import TRAINING, VALIDATION, report_pages
+from controlplane.master.stream_slots import take_slot
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +58,20 @@ async def _checked(rt: MasterRuntime, trial_ids: list[int] | None) -> list[int]:
     return ids
 
 
-def _stream(rt: MasterRuntime, ids: list[int], group: str) -> Stream:
+def _stream(request: Request, ids: list[int], group: str) -> Stream:
+    rt = runtime_of(request)
+    slot = take_slot(rt, principal_of(request))
+
     async def lines() -> AsyncIterator[bytes]:
         try:
-            async for page in report_pages(rt, ids, group):
-                yield _encoder.encode({"result": {"metrics": page}}) + b"\n"
+            async for line in report_pages(rt, ids, group):
+                yield line
         except Exception:  # noqa: BLE001 - the 200 is sent: end the stream with a line saying why
             log.exception("metric stream of trials %s failed", ids)
             message = "reading the metrics failed; the master log has the details"
             yield _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
 
-    return Stream(lines(), media_type="application/x-ndjson")
+    return Stream(slot.hold_while(lines()), media_type="application/x-ndjson", background=BackgroundTask(slot.release))
 
 
 @get("/api/v1/trials/metrics/trial_metrics", operation_id="GetMetrics", opt=opt(Action.VIEW), tags=["trials"],
@@ -75,21 +81,21 @@ async def trial_metrics(request: Request, trial_ids: TrialIds = None, group: Gro
     if not group:
         raise BadRequest("group: required (training, validation or another group's name)")
     rt = runtime_of(request)
-    return _stream(rt, await _checked(rt, trial_ids), group)
+    return _stream(request, await _checked(rt, trial_ids), group)
 
 
 @get("/api/v1/trials/metrics/training_metrics", operation_id="GetTrainingMetrics", opt=opt(Action.VIEW),
      tags=["trials"], media_type="application/x-ndjson")
 async def training_metrics(request: Request, trial_ids: TrialIds = None) -> Stream:
     rt = runtime_of(request)
-    return _stream(rt, await _checked(rt, trial_ids), TRAINING)
+    return _stream(request, await _checked(rt, trial_ids), TRAINING)
 
 
 @get("/api/v1/trials/metrics/validation_metrics", operation_id="GetValidationMetrics", opt=opt(Action.VIEW),
      tags=["trials"], media_type="application/x-ndjson")
 async def validation_metrics(request: Request, trial_ids: TrialIds = None) -> Stream:
     rt = runtime_of(request)
-    return _stream(rt, await _checked(rt, trial_ids), VALIDATION)
+    return _stream(request, await _checked(rt, trial_ids), VALIDATION)
 
 
 ROUTES = [trial_metrics, training_metrics, validation_metrics]

@@ -19,7 +19,9 @@ import math
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from sqlalchemy import select, text
+import anyio
+import msgspec
+from sqlalchemy import Text, cast, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import iso
@@ -58,7 +60,26 @@ GROUP BY 1, 2, 3, 4 ORDER BY 1, 2 LIMIT :cap
 """
 
 
-def report_json(row: Metric) -> dict[str, Any]:
+_REPORT = (Metric.id, Metric.trial_id, Metric.trial_run_id, Metric.group, Metric.steps_completed,
+           Metric.report_time, cast(Metric.metrics, Text).label("metrics"),
+           cast(Metric.batch_metrics, Text).label("batch_metrics"))
+_encoder = msgspec.json.Encoder()
+
+
+def _raw(text: str | None) -> msgspec.Raw | None:
+    return None if text is None else msgspec.Raw(text.encode())
+
+
+def page_line(rows: Sequence[Any]) -> bytes:
+    """One stream line ``{"result": {"metrics": [...]}}`` of rows of ``_REPORT``: the stored JSON is
+    spliced in as it is, never decoded and encoded again (run in a worker thread)."""
+    page = [report_json(r) | {"metrics": ({"validation_metrics": _raw(r.metrics)} if r.group == VALIDATION else
+                                          {"avg_metrics": _raw(r.metrics), "batch_metrics": _raw(r.batch_metrics)})}
+            for r in rows]
+    return _encoder.encode({"result": {"metrics": page}}) + b"\n"
+
+
+def report_json(row: Any) -> dict[str, Any]:
     """Determined's ``v1MetricsReport``: validation values under ``validation_metrics`` (the SDK
     reads that key for the validation group), any other group's under ``avg_metrics``."""
     if row.group == VALIDATION:
@@ -70,21 +91,25 @@ def report_json(row: Metric) -> dict[str, Any]:
             "metrics": metrics}
 
 
-async def report_pages(rt: MasterRuntime, trial_ids: list[int], group: str) -> AsyncIterator[list[dict]]:
-    """Every report of ``group`` of each trial, a page at a time (each its own short session)."""
+async def report_pages(rt: MasterRuntime, trial_ids: list[int], group: str) -> AsyncIterator[bytes]:
+    """Every report of ``group`` of each trial, a page (one NDJSON line) at a time: each its own short
+    session, read as plain rows and encoded in a worker thread while the stream has its turn
+    (``StreamSlots.turn``), so the event loop stays free for other requests."""
     for trial_id in sorted(trial_ids):
         after: tuple[int, int] | None = None
         while True:
-            q = select(Metric).where(Metric.trial_id == trial_id, Metric.group == group)
+            q = select(*_REPORT).where(Metric.trial_id == trial_id, Metric.group == group)
             if after is not None:
                 steps, row_id = after
                 q = q.where((Metric.steps_completed > steps)
                             | ((Metric.steps_completed == steps) & (Metric.id > row_id)))
-            async with rt.sessions() as session:
-                rows = list((await session.scalars(
-                    q.order_by(Metric.steps_completed, Metric.id).limit(PAGE))).all())
+            async with rt.streams.turn():
+                async with rt.sessions() as session:
+                    rows = list((await session.execute(q.order_by(Metric.steps_completed, Metric.id)
+                                                       .limit(PAGE))).all())
+                line = await anyio.to_thread.run_sync(page_line, rows) if rows else b""
             if rows:
-                yield [report_json(r) for r in rows]
+                yield line
                 after = (rows[-1].steps_completed, rows[-1].id)
             if len(rows) < PAGE:
                 break
