@@ -40,6 +40,7 @@ def _api_error(request: Request, exc: ApiError) -> Response:
     return Response(error_body(exc.message, exc.status), status_code=exc.status)
 
 
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a request body's default cap; routes that take more name their own
 _MISSING = re.compile(r"^Object missing required field `([^`]*)`")
 _BODY_DECODE_ERRORS = ("JSON is malformed", "Number out of range", "Expected ", "Object contains", "Input data")
 
@@ -83,6 +84,9 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
         detail = "; ".join(_field_message(request, e) for e in extra)
     elif exc.status_code == 400 and detail.startswith(_BODY_DECODE_ERRORS):
         detail = f"request body: {detail}"
+    elif exc.status_code == 413:
+        limit = request.route_handler.resolve_request_max_body_size()
+        detail = f"request body: larger than this route's limit of {limit} bytes"
     return Response(error_body(detail, exc.status_code), status_code=exc.status_code)
 
 
@@ -204,7 +208,7 @@ def create_app(settings: MasterSettings) -> Litestar:
                             IllegalTransition: _illegal_transition,
                             Exception: _internal_error},
         openapi_config=docs.openapi_config("controlplane master", __version__),
-        request_max_body_size=200 * 1024 * 1024,
+        request_max_body_size=MAX_BODY_BYTES,  # refused with 413 before it is read; some routes allow more
         debug=False,
     )
     app.state.runtime = build_runtime(settings)

@@ -32,7 +32,7 @@ SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
 
 
 @post("/api/v1/checkpoints", operation_id="ReportCheckpoint", opt=opt(Action.TASK_REPORT, "body"), tags=["checkpoints"],
-      status_code=200)
+      status_code=200, request_max_body_size=128 * 1024 * 1024)  # up to 1,000,000 files listed
 async def report(request: Request, data: svc.ReportCheckpointRequest) -> dict[str, Any]:
     await svc.report_checkpoint(runtime_of(request), principal_of(request), data)
     return {}

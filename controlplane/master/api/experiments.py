@@ -14,6 +14,7 @@ from litestar import Request, get, post
 from litestar.params import QueryParameter
 from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
@@ -51,7 +52,7 @@ async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experim
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
-      status_code=200)
+      status_code=200, request_max_body_size=200 * 1024 * 1024)  # a context of up to 95 MiB, base64-encoded
 async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
     """``warnings`` is Determined's list of v1LaunchWarning values, which its client maps to fixed
     texts (an unknown value breaks it), so what this master has to say goes in ``warningMessages``."""
@@ -74,7 +75,8 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
         raise BadRequest("users: a username has at most 255 characters and no NUL")
     rt = runtime_of(request)
     async with rt.sessions() as session:
-        q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
+        q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
+             .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
         if archived is not None:
             q = q.where(Experiment.archived.is_(archived))
         if project_id:  # Determined's 0: every project
@@ -91,7 +93,7 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
                 trials[exp_id].append(tid)
         done = await progress.of_experiments(session, [e for e, _ in rows])
         names = await workspaces.project_names(session, {e.project_id for e, _ in rows})
-    return {"experiments": [experiment_json(e, u, trials[e.id], done[e.id], names.get(e.project_id))
+    return {"experiments": [experiment_json(e, u, trials[e.id], done[e.id], names.get(e.project_id), original=False)
                             for e, u in rows],
             "pagination": pagination(offset, limit, total or 0, len(rows))}
 

@@ -84,7 +84,8 @@ async def report_metrics(request: Request, trial_id: TrialId, data: svc.ReportTr
 
 
 @post("/api/v1/trials/{trial_id:int}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=REPORT,
-      tags=["trials"], status_code=200, dto=TypedBody[svc.ReportBatchRequest], return_dto=None)
+      tags=["trials"], status_code=200, dto=TypedBody[svc.ReportBatchRequest], return_dto=None,
+      request_max_body_size=64 * 1024 * 1024)  # up to 100,000 reports
 async def report_metrics_batch(request: Request, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, svc.batch_reports(data))
     return {}

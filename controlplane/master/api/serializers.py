@@ -29,9 +29,11 @@ def config_json(exp: Experiment) -> dict:
 
 
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
-                    project: ProjectNames | None = None) -> dict:
+                    project: ProjectNames | None = None, *, original: bool = True) -> dict:
     """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event.
-    ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out."""
+    ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out.
+    ``original``: False in lists, whose rows leave the submitted YAML (up to ``max_config_bytes``) empty
+    and do not load it (GetExperiment carries it)."""
     return {
         "id": exp.id,
         "name": exp.name,
@@ -40,7 +42,7 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         "state": f"STATE_{exp.state}",
         "archived": exp.archived,
         "config": redact_config(active_config(exp)),
-        "originalConfig": redact_yaml_text(exp.original_config, exp.config),
+        "originalConfig": redact_yaml_text(exp.original_config, exp.config) if original else "",
         "jobId": exp.job_id,
         "numTrials": len(trial_ids),
         "trialIds": trial_ids,

@@ -131,7 +131,23 @@ def with_default_storage(settings: MasterSettings, raw: dict) -> dict:
     return merge_template(raw, {"checkpoint_storage": settings.default_checkpoint_storage()})
 
 
+def count_hyperparameters(raw: Any) -> int:
+    """Hyperparameters of a raw ``hyperparameters`` block: each leaf, inside nested groups too
+    (the depth is already bounded by ``max_config_depth``)."""
+    if not isinstance(raw, dict):
+        return 0
+    return sum(count_hyperparameters(v) if isinstance(v, dict) and "type" not in v else 1 for v in raw.values())
+
+
+def _check_hyperparameter_count(settings: MasterSettings, raw: dict) -> None:
+    """Before anything parses them: each one costs every searcher step, list and trial answer."""
+    n, limit = count_hyperparameters(raw.get("hyperparameters")), settings.max_hyperparameters
+    if n > limit:
+        raise ConfigError("hyperparameters", f"{n} hyperparameters, over the limit of {limit}")
+
+
 def _final_config(settings: MasterSettings, raw: dict) -> dict:
+    _check_hyperparameter_count(settings, raw)
     cfg = parse_experiment_config(with_default_storage(settings, raw)).to_dict()
     if not cfg.get("checkpoint_storage"):
         storage = settings.default_checkpoint_storage()
