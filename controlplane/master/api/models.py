@@ -1,7 +1,7 @@
 """The model registry (reference §3 `det model`): models and their versions, Determined's paths.
 
 `{name}` in a path is a model's name or its numeric id. Lists page with `limit` (0: the largest
-page) and `offset` (negative: that many from the end), answering Determined's `pagination`.
+page) and `offset` (never negative), answering Determined's `pagination`.
 Changing a model or its versions needs the model's owner or an admin.
 """
 
@@ -15,10 +15,10 @@ from litestar.params import QueryParameter
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import (
     ListLimit,
+    ListOffset,
     ModelRef,
     OrderBy,
     QueryText,
-    SignedOffset,
     SortBy,
     VersionNumber,
     page_limit,
@@ -36,9 +36,8 @@ TextList = Annotated[list[str] | None, QueryParameter(max_items=1000)]
 
 def _page(items: list, offset: int, limit: int) -> tuple[list, dict]:
     total = len(items)
-    start = max(total + offset, 0) if offset < 0 else offset
-    page = items[start:start + page_limit(limit)]
-    return page, pagination(start, limit, total, len(page))
+    page = items[offset:offset + page_limit(limit)]
+    return page, pagination(offset, limit, total, len(page))
 
 
 def _ints(values: list[str] | None, name: str) -> list[int]:
@@ -60,7 +59,7 @@ async def create_model(request: Request, data: svc.PostModelRequest) -> dict[str
 
 @get("/api/v1/models", operation_id="GetModels", opt=opt(Action.VIEW), tags=["models"])
 async def list_models(
-    request: Request, limit: ListLimit = 0, offset: SignedOffset = 0, archived: bool | None = None,
+    request: Request, limit: ListLimit = 0, offset: ListOffset = 0, archived: bool | None = None,
     name: QueryText = None, description: QueryText = None, sort_by: SortBy = None, order_by: OrderBy = None,
     id: TextList = None, labels: TextList = None, users: TextList = None,  # noqa: A002 (Determined's name)
     user_ids: Annotated[list[str] | None, QueryParameter(name="userIds", max_items=1000)] = None,
@@ -102,7 +101,7 @@ async def register_version(request: Request, name: ModelRef, data: svc.PostModel
 
 
 @get(MODEL + "/versions", operation_id="GetModelVersions", opt=opt(Action.VIEW), tags=["models"])
-async def list_versions(request: Request, name: ModelRef, limit: ListLimit = 0, offset: SignedOffset = 0,
+async def list_versions(request: Request, name: ModelRef, limit: ListLimit = 0, offset: ListOffset = 0,
                         sort_by: SortBy = None, order_by: OrderBy = None) -> dict[str, Any]:
     model, versions = await svc.list_versions(runtime_of(request), name, sort_by, order_by)
     page, pages = _page(versions, offset, limit)

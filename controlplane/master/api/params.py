@@ -19,10 +19,9 @@ TrialId = Annotated[int, Parameter(ge=1, le=MAX_ID, description="the trial's id"
 VersionNumber = Annotated[int, Parameter(ge=1, le=MAX_ID, description="the model version's number (from 1)")]
 ListLimit = Annotated[int, Parameter(ge=0, le=MAX_LIST_PAGE,
                                      description=f"rows per page; 0: the largest page ({MAX_LIST_PAGE})")]
+# Never negative (Determined's model and template lists read a negative one as "from the end"; here
+# it is a 400 naming ``offset``, like every other list's).
 ListOffset = Annotated[int, Parameter(ge=0, le=MAX_INT64, description="rows to skip")]
-# Determined's model lists take a negative offset: that many from the end.
-SignedOffset = Annotated[int, Parameter(ge=-MAX_INT64, le=MAX_INT64,
-                                        description="rows to skip; negative: from the end")]
 CheckpointUuid = Annotated[str, Parameter(min_length=1, max_length=64, pattern=r"^[0-9A-Za-z._-]+$",
                                           description="the checkpoint's uuid")]
 TaskId = Annotated[str, Parameter(min_length=1, max_length=128, pattern=r"^[^\x00/]+$", description="the task's id")]

@@ -14,7 +14,7 @@ from litestar import Request, delete, get, patch, post, put
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
-from controlplane.master.api.params import ListLimit, OrderBy, QueryText, SignedOffset, SortBy
+from controlplane.master.api.params import ListLimit, ListOffset, OrderBy, QueryText, SortBy
 from controlplane.master.api.requests import path_int
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
@@ -31,7 +31,7 @@ MAX_BODY = 16 * 1024 * 1024
 
 
 @get("/api/v1/templates", operation_id="GetTemplates", opt=opt(Action.VIEW), tags=["templates"])
-async def list_templates(request: Request, limit: ListLimit = 0, offset: SignedOffset = 0, name: QueryText = None,
+async def list_templates(request: Request, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
                          sort_by: SortBy = None, order_by: OrderBy = None,
                          workspace_ids: WorkspaceIds = None) -> svc.TemplatesResponse:
     if (sort_by or "SORT_BY_UNSPECIFIED") not in SORTS:
