@@ -107,6 +107,9 @@ def master_config(*, cluster_id: str, port: int, db_url: str, checkpoint_storage
         "cluster_name": cluster_id,
         "host": "0.0.0.0",  # reachable from the agents and, through the security group/firewall, the user
         "port": port,
+        # The task proxy (notebooks, TensorBoards): an origin of its own, next to the API's port and
+        # open to the same users (security group / firewall).
+        "proxy_port": port + 1,
         "data_dir": DATA_DIR,
         "db": {"url": db_url},
         "security": {"join_token_file": f"{CONFIG_DIR}/join-token"},

@@ -49,6 +49,8 @@ def build_security_groups(ctx: AwsContext, vpc_id: pulumi.Input[str]) -> Securit
     agents = _group(ctx, "agent", vpc_id, f"det agents of {opts.cluster_id}")
     _ingress(ctx, "master-port-inbound", master, "users: the master's API and web UI", port=opts.master_port,
              cidr=opts.inbound_cidr)
+    _ingress(ctx, "master-proxy-inbound", master, "users: the task proxy (notebooks, TensorBoards)",
+             port=opts.master_port + 1, cidr=opts.inbound_cidr)
     if opts.keypair:
         _ingress(ctx, "master-ssh-inbound", master, "users: SSH with the keypair", port=SSH_PORT,
                  cidr=opts.inbound_cidr)

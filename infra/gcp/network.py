@@ -54,8 +54,8 @@ def build_firewall(ctx: GcpContext, network: gcp.compute.Network, *, master_sa: 
                    agent_sa: pulumi.Input[str]) -> None:
     opts = ctx.opts
     port = str(opts.master_port)
-    _firewall(ctx, "master-inbound", network, "users: the master's API and web UI", target=master_sa, ports=[port],
-              source_cidr=opts.inbound_cidr)
+    _firewall(ctx, "master-inbound", network, "users: the master's API, web UI and task proxy", target=master_sa,
+              ports=[port, str(opts.master_port + 1)], source_cidr=opts.inbound_cidr)
     if opts.allow_ssh:
         _firewall(ctx, "master-ssh", network, "users: SSH to the master", target=master_sa, ports=[str(SSH_PORT)],
                   source_cidr=opts.inbound_cidr)

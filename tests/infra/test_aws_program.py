@@ -61,7 +61,8 @@ def test_every_resource_the_issue_names_is_planned(rds):
 
 
 def test_only_the_inbound_cidr_reaches_the_master(local, rds):
-    for plan, ports in ((local, {8080}), (rds, {8080, 22})):
+    # The API and web UI, the task proxy next to it (another origin: notebooks' pages), SSH with a keypair.
+    for plan, ports in ((local, {8080, 8081}), (rds, {8080, 8081, 22})):
         rules = of_type(plan.resources, INGRESS)
         cidr_rules = [r for r in rules if r.inputs.get("cidrIpv4") or r.inputs.get("cidrIpv6")]
         assert {r.inputs["cidrIpv4"] for r in cidr_rules} == {CIDR}

@@ -54,7 +54,8 @@ def test_every_resource_the_issue_names_is_planned(cloudsql):
 
 
 def test_only_the_inbound_cidr_reaches_the_master_from_outside(local, cloudsql):
-    for plan, ports in ((local, {"8080"}), (cloudsql, {"8080", "22"})):
+    # The API and web UI, the task proxy next to it (another origin: notebooks' pages), SSH when asked.
+    for plan, ports in ((local, {"8080", "8081"}), (cloudsql, {"8080", "8081", "22"})):
         master_sa = _email(plan, "demo-master-sa")
         rules = of_type(plan.resources, FIREWALL)
         assert all(r.inputs["direction"] == "INGRESS" for r in rules)

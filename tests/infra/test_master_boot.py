@@ -55,6 +55,7 @@ def test_aws_script_fills_public_url_from_imdsv2_and_starts_the_master(run_boot,
     assert booted.args == ["--config", str(booted.config_path)]
     config = booted.config()
     assert config["public_url"] == "http://127.0.0.1:8080"
+    assert config["proxy_port"] == 8081  # the task proxy's own origin, opened to the same users
     assert config["db"]["url"] == postgres_url("db.internal", PASSWORD)  # rds: as rendered, no PostgreSQL setup
     assert config["security"]["join_token_file"] == str(booted.config_dir / "join-token")
     assert config["resource_pools"][0]["provider"]["image_id"] == "ami-1"

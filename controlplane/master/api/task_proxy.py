@@ -305,11 +305,12 @@ def proxy_origin(connection: Any) -> str:
     return f"{connection.url.scheme}://{_hostname(connection)}:{rt.proxy_port}"
 
 
-def master_origin(connection: Any) -> str:
-    """The master's own origin as a caller of the proxy's reaches it (``public_url`` when set)."""
+def master_origin(connection: Any) -> str | None:
+    """The master's own origin as a caller of the proxy's reaches it: the same host on the API's
+    port; None when the proxy has an origin of its own (``proxy_url``), which says nothing of it."""
     rt: MasterRuntime = runtime_of(connection)
-    if rt.settings.public_url:
-        return rt.settings.public_url.rstrip("/")
+    if rt.settings.proxy_url:
+        return None
     return f"{connection.url.scheme}://{_hostname(connection)}:{rt.settings.port}"
 
 
@@ -394,8 +395,9 @@ async def proxy_http(request: Request, task_id: str) -> Response:
     try:
         user = await _proxy_user(request, task_id)
     except Unauthenticated:
-        if webui_session.is_page(request):  # a browser: the master's link signs it in here
-            return Redirect(f"{master_origin(request)}/proxy/{segment}{rest}" + (f"?{query}" if query else ""),
+        master = master_origin(request)
+        if master is not None and webui_session.is_page(request):  # a browser: the master's link signs it in
+            return Redirect(f"{master}/proxy/{segment}{rest}" + (f"?{query}" if query else ""),
                             status_code=303, headers=NO_REFERRER)
         raise
     rt: MasterRuntime = runtime_of(request)
