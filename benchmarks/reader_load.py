@@ -17,9 +17,12 @@ first one's trial runs), --log-lines log lines and --metric-rows metric rows for
   answer read.
 
 Prints the figures and MET/MISS for the targets (p99 under 200 ms), and ends with one key=value
-line. Run it on two checkouts with the same interpreter to compare:
+line. To compare with another checkout, run its copy with the same interpreter and PYTHONPATH set to
+it (the master is the venv's det-master, which imports whatever PYTHONPATH puts first):
 
     .venv/bin/python benchmarks/reader_load.py                  # the issue's load, ~2 min
+    git worktree add /tmp/before <commit> && cp benchmarks/reader_load.py /tmp/before/benchmarks/ && \
+        PYTHONPATH=/tmp/before .venv/bin/python /tmp/before/benchmarks/reader_load.py
     .venv/bin/python benchmarks/reader_load.py --followers 10 --metric-readers 1 --log-lines 2000 \\
         --metric-rows 2000 --duration 2 --warmup 1 --users 2      # smoke, ~20 s
 """

@@ -43,6 +43,8 @@ class StreamSlots:
     held: dict[str, int] = field(default_factory=dict)
     total: int = 0
     _turns: asyncio.Semaphore | None = None  # made in the serving loop, on first use
+    # What followers of one trial share: (when read, its state), see api/logs.py's _trial_state.
+    trial_states: dict[int, tuple[float, str | None]] = field(default_factory=dict)
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:

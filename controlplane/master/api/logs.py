@@ -76,7 +76,6 @@ def _error_line(message: str) -> bytes:
 
 FOLLOW_READ_S = 1.0  # a follower reads new lines at most this often (a burst lands as one page)
 STATE_TTL_S = 1.0  # followers of one trial share one look at its state per this long
-_states: dict[tuple[int, int], tuple[float, str | None]] = {}  # (runtime, trial) -> (when, state)
 
 
 async def read_page(rt: MasterRuntime, stmt: Select) -> tuple[bytes, int, int | None]:
@@ -97,16 +96,16 @@ def _lines(rows: Sequence[Any]) -> bytes:
 
 async def _trial_state(rt: MasterRuntime, trial_id: int) -> str | None:
     """The trial's state as of at most ``STATE_TTL_S`` ago (to know when a followed stream may end)."""
-    key, now = (id(rt), trial_id), time.monotonic()
-    hit = _states.get(key)
+    states, now = rt.streams.trial_states, time.monotonic()
+    hit = states.get(trial_id)
     if hit is not None and now - hit[0] < STATE_TTL_S:
         return hit[1]
     async with rt.sessions() as session:
         state = await session.scalar(select(Trial.state).where(Trial.id == trial_id))
-    if len(_states) > 4096:  # followed trials are few; drop what is stale
-        for k in [k for k, (at, _) in _states.items() if now - at >= STATE_TTL_S]:
-            del _states[k]
-    _states[key] = (time.monotonic(), state)
+    if len(states) > 4096:  # followed trials are few; drop what is stale
+        for k in [k for k, (at, _) in states.items() if now - at >= STATE_TTL_S]:
+            del states[k]
+    states[trial_id] = (time.monotonic(), state)
     return state
 
 
