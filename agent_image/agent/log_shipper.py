@@ -12,6 +12,7 @@ import contextlib
 import logging
 from pathlib import Path
 
+from controlplane.common.log_lines import MARKER_ROOM, MAX_LINE_BYTES, cut
 from controlplane.wire.agent_protocol import LogLine, TaskLogs
 
 from .log_parsing import decode_line, parse_line
@@ -19,7 +20,34 @@ from .outbox import Outbox
 
 log = logging.getLogger(__name__)
 
-READ_LIMIT = 1 << 20  # longest line read in one piece; longer ones are split
+READ_LIMIT = 1 << 20  # the pipe reader's buffer: a longer line is read in pieces of at most this much
+KEEP = MAX_LINE_BYTES + MARKER_ROOM  # what is kept of a line while it is read: enough to cut it
+
+
+async def read_line(stream: asyncio.StreamReader) -> tuple[bytes, int] | None:
+    """The next line as (its first ``KEEP`` bytes, its whole length), without its newline; None at EOF.
+    The rest of a long line is read and dropped piece by piece, so memory stays at ``READ_LIMIT``."""
+    head = bytearray()
+    total = 0
+    while True:
+        try:
+            piece = await stream.readuntil(b"\n")
+            done = True
+        except asyncio.IncompleteReadError as e:  # EOF: the last line has no newline
+            piece, done = e.partial, True
+            if not piece and not total:
+                return None
+        except asyncio.LimitOverrunError as e:  # no newline within the buffer: take what is there
+            piece, done = await stream.read(max(e.consumed, 1)), False
+            if not piece:  # EOF reached meanwhile
+                done = True
+        if done and piece.endswith(b"\n"):
+            piece = piece[:-1]
+        total += len(piece)
+        if len(head) < KEEP:
+            head += piece[:KEEP - len(head)]
+        if done:
+            return bytes(head), total
 
 
 class LogShipper:
@@ -59,22 +87,22 @@ class LogShipper:
             self._outbox.put(TaskLogs(allocation_id=self.allocation_id, lines=batch))
 
     async def pump(self, stream: asyncio.StreamReader, stdtype: str) -> None:
-        """Read ``stream`` to EOF, one line at a time."""
+        """Read ``stream`` to EOF, one line at a time; a line past ``MAX_LINE_BYTES`` is shipped (and
+        written to the task's log file) as its first part and a marker (``controlplane/common/log_lines.py``)."""
         path = self._log_dir / f"{stdtype}.log"
         with open(path, "ab") as sink:
             while True:
                 try:
-                    raw = await stream.readline()
-                except ValueError:  # line longer than the limit: take what is buffered
-                    raw = await stream.read(READ_LIMIT)
+                    read = await read_line(stream)
                 except (ConnectionError, OSError) as exc:
                     log.debug("%s %s read error: %s", self.allocation_id, stdtype, exc)
                     break
-                if not raw:
+                if read is None:
                     break
-                sink.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                text = cut(*read)
+                sink.write(text.encode("utf-8", errors="replace") + b"\n")
                 sink.flush()
-                self.add(parse_line(decode_line(raw), stdtype))
+                self.add(parse_line(decode_line(text.encode("utf-8", errors="replace")), stdtype))
 
     async def close(self) -> None:
         if self._ticker is not None:

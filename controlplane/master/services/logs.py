@@ -5,7 +5,9 @@ body ``PostTaskLogsRequest``). A task writes only under its own task and allocat
 it is its trial's current run (checked in the inserting transaction, ``services/fencing.py``); a
 user writes only for trials they own. PostgreSQL text cannot hold NUL, which a process may well
 print: NUL characters in log text are stored as U+FFFD (the replacement character) on every
-database, so a line is never lost or refused for them.
+database, so a line is never lost or refused for them. A line longer than ``MAX_LINE_BYTES`` (64 KiB)
+is stored as its first 64 KiB and a marker saying how long it was (``controlplane/common/log_lines.py``,
+the agent's own rule), never refused and never cut silently.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import msgspec
 from sqlalchemy import Select, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.common.log_lines import bounded
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, TaskLog, Trial
@@ -29,7 +32,7 @@ from controlplane.wire import agent_protocol as wire
 
 NO_NUL = r"^[^\x00]*$"
 MAX_LINES_PER_POST = 10_000
-MAX_LINE_CHARS = 1 << 20
+MAX_LINE_CHARS = 64 << 20  # the route's body cap: a line past MAX_LINE_BYTES is cut when stored, not refused
 
 
 Text16 = Annotated[str, msgspec.Meta(max_length=16, pattern=NO_NUL)]
@@ -93,9 +96,10 @@ async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs
 
 def _clean(rows: list[dict]) -> list[dict]:
     for row in rows:
-        text = row["log"]
+        text = bounded(row["log"])
         if "\x00" in text:
-            row["log"] = text.replace("\x00", "\ufffd")
+            text = text.replace("\x00", "\ufffd")
+        row["log"] = text
     return rows
 
 
