@@ -1,10 +1,18 @@
 """Sign in and out. The sign-in form posts username and password; the answer sets the session
 cookie and goes to ``next`` (a path on this master only). Sign-out ends the session itself, not
-just the cookie."""
+just the cookie.
+
+Both forms refuse (403, nothing done) a post a browser says comes from another site: its ``Origin``
+is not the master's own, or, without ``Origin``, ``Sec-Fetch-Site`` says cross-site or same-site,
+or, without either, its ``Referer`` is another origin (login CSRF: another site's page signing the
+browser in as the attacker). A post that says nothing of where it comes from (not a browser, or a
+very old one) is taken. Sign-out needs no CSRF token: a same-origin or unmarked sign-out always ends
+the session it carries, so a user who clicks it is never left signed in."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import msgspec
 from litestar import Request, Response, get, post
@@ -41,6 +49,26 @@ def _login_page(next_path: str, error: str = "", username: str = "", status: int
                              "X-Frame-Options": "DENY"})
 
 
+def cross_site(request: Request) -> str | None:
+    """Why a browser's form post comes from another site, or None (same origin, or nothing says)."""
+    host = (request.headers.get("host") or "").lower()
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return None if web_session.origin_is_host(request) else f"its Origin is {origin[:100]!r}, not this master"
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        return None if fetch_site in ("same-origin", "none") else f"the browser says it is {fetch_site[:20]!r}"
+    referer = request.headers.get("referer")
+    if referer and urlsplit(referer).netloc.lower() != host:
+        return "its Referer is another site"
+    return None
+
+
+def _refused(what: str, why: str) -> Response:
+    return Response(f"{what} refused: this form was posted from another site ({why}); use this master's own page",
+                    status_code=403, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
+
+
 @get(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False)
 async def login_form(next: str = "/") -> Response:  # noqa: A002 (the query parameter's name)
     return _login_page(next[:2048])
@@ -49,6 +77,8 @@ async def login_form(next: str = "/") -> Response:  # noqa: A002 (the query para
 @post(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False, status_code=303)
 async def login_submit(request: Request,
                        data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response:
+    if (why := cross_site(request)) is not None:
+        return _refused("sign-in", why)
     try:
         async with runtime_of(request).sessions.begin() as session:
             token, _user = await auth.login(session, data.username, data.password, False)
@@ -62,8 +92,10 @@ async def login_submit(request: Request,
 @post("/logout", opt=opt(Action.PUBLIC), include_in_schema=False, status_code=303)
 async def logout(request: Request,
                  data: Annotated[LogoutForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response:
+    if (why := cross_site(request)) is not None:
+        return _refused("sign-out", why)  # the session and its cookie are left as they were
     token = web_session.cookie_token(request)
-    if token and web_session.csrf_ok(request, token, data.csrf):
+    if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
         USER_TOKENS.drop(auth.token_hash(token))

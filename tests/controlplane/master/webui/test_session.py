@@ -80,13 +80,43 @@ async def test_sign_out_ends_the_session_itself(api):
         assert stolen.status_code == 401
 
 
-async def test_sign_out_without_the_csrf_token_keeps_the_session(api):
-    """A page of another site cannot sign the user out (nor do anything else) with the cookie."""
-    async with _sign_in(api) as (browser, _):
-        token = browser.cookies[web_session.COOKIE]
-        await browser.post("/logout", data={"csrf": "forged"})
-        still = await api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
-        assert still.status_code == 200
+async def test_sign_out_without_a_valid_csrf_token_still_ends_the_session(api):
+    """Clicking sign-out never leaves the user signed in: from the master's page, or with no Origin at all."""
+    for headers in ({"Origin": "http://master"}, {"Sec-Fetch-Site": "same-origin"}, {}):
+        async with _sign_in(api) as (browser, _):
+            token = browser.cookies[web_session.COOKIE]
+            out = await browser.post("/logout", data={"csrf": "stale"}, headers=headers)
+            assert out.status_code == 303 and out.headers["location"] == "/login", (headers, out.text)
+            ended = await api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+            assert ended.status_code == 401, headers
+
+
+async def test_a_sign_out_posted_by_another_site_is_refused_and_ends_nothing(api):
+    for headers in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
+                    {"Referer": "https://evil.example/page"}):
+        async with _sign_in(api) as (browser, _):
+            token = browser.cookies[web_session.COOKIE]
+            out = await browser.post("/logout", data={"csrf": web_session.csrf_token(token)}, headers=headers)
+            assert out.status_code == 403 and "another site" in out.text, (headers, out.text)
+            assert "set-cookie" not in out.headers
+            still = await api.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+            assert still.status_code == 200, headers
+
+
+async def test_a_sign_in_posted_by_another_site_is_refused_without_a_cookie(api):
+    """Login CSRF: another site's page must not sign the browser in (as the attacker)."""
+    async with httpx.AsyncClient(transport=api._transport, base_url="http://master") as browser:
+        form = {"username": "determined", "password": "", "next": "/jobs"}
+        for headers in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
+                        {"Sec-Fetch-Site": "same-site"}, {"Referer": "https://evil.example/login"}):
+            r = await browser.post("/login", data=form, headers=headers)
+            assert r.status_code == 403 and "sign-in refused" in r.text and "another site" in r.text, (headers, r.text)
+            assert "set-cookie" not in r.headers and web_session.COOKIE not in browser.cookies, headers
+        for headers in ({"Origin": "http://master"}, {"Sec-Fetch-Site": "same-origin"},
+                        {"Referer": "http://master/login?next=%2Fjobs"}):
+            r = await browser.post("/login", data=form, headers=headers)
+            assert r.status_code == 303 and r.headers["location"] == "/jobs", (headers, r.text)
+            assert r.headers["set-cookie"].startswith(f"{web_session.COOKIE}="), headers
 
 
 async def test_static_assets_are_served_by_the_master(api):
