@@ -50,16 +50,19 @@ def _login_page(next_path: str, error: str = "", username: str = "", status: int
 
 
 def cross_site(request: Request) -> str | None:
-    """Why a browser's form post comes from another site, or None (same origin, or nothing says)."""
-    host = (request.headers.get("host") or "").lower()
+    """Why a browser's form post comes from another site, or None (same origin, or nothing says).
+    The master's own origins: the host the request was sent to, and ``public_url`` (behind a proxy
+    that rewrites ``Host``)."""
+    public = urlsplit(runtime_of(request).settings.public_url).netloc.lower()
+    own = {(request.headers.get("host") or "").lower(), public} - {""}  # "null" or no Host: nothing matches
     origin = request.headers.get("origin")
     if origin is not None:
-        return None if web_session.origin_is_host(request) else f"its Origin is {origin[:100]!r}, not this master"
+        return None if urlsplit(origin).netloc.lower() in own else f"its Origin is {origin[:100]!r}, not this master"
     fetch_site = request.headers.get("sec-fetch-site")
     if fetch_site is not None:
         return None if fetch_site in ("same-origin", "none") else f"the browser says it is {fetch_site[:20]!r}"
     referer = request.headers.get("referer")
-    if referer and urlsplit(referer).netloc.lower() != host:
+    if referer and urlsplit(referer).netloc.lower() not in own:
         return "its Referer is another site"
     return None
 

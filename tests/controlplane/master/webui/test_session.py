@@ -117,6 +117,10 @@ async def test_a_sign_in_posted_by_another_site_is_refused_without_a_cookie(api)
             r = await browser.post("/login", data=form, headers=headers)
             assert r.status_code == 303 and r.headers["location"] == "/jobs", (headers, r.text)
             assert r.headers["set-cookie"].startswith(f"{web_session.COOKIE}="), headers
+        # Behind a proxy that rewrites Host, the master's public_url is its own origin too.
+        api.rt.settings.public_url = "https://det.example.com"
+        r = await browser.post("/login", data=form, headers={"Origin": "https://det.example.com"})
+        assert r.status_code == 303, r.text
 
 
 async def test_static_assets_are_served_by_the_master(api):
