@@ -26,10 +26,11 @@ def storage_dir(api) -> Path:  # noqa: ANN001
     return api.rt.settings.data_dir / "checkpoints"
 
 
-async def run_experiment(api, storage: dict | None = None, *, orphan: str | None = None  # noqa: ANN001
-                         ) -> tuple[int, dict[tuple[int, int], str]]:
+async def run_experiment(api, storage: dict | None = None, *, orphan: str | None = None,  # noqa: ANN001
+                         before_the_end=None) -> tuple[int, dict[tuple[int, int], str]]:  # noqa: ANN001
     """Two trials, each writing three checkpoints (files in the default shared_fs storage) and a
-    validation loss at each; both complete. Returns the experiment id and {(trial#, steps): uuid}."""
+    validation loss at each; both complete. Returns the experiment id and {(trial#, steps): uuid}.
+    ``before_the_end(uuids)`` runs before the last trial exits: GC starts as the experiment ends."""
     agent = FakeAgent(api.rt, slots=2)
     await agent.register()
     cfg = {**CONFIG, "max_restarts": 0, **({"checkpoint_storage": storage} if storage else {})}
@@ -60,6 +61,8 @@ async def run_experiment(api, storage: dict | None = None, *, orphan: str | None
                 "uuid": orphan, "allocationId": start.allocation_id, "taskId": start.task_id,
                 "state": "STATE_ACTIVE", "resources": {}, "metadata": {"steps_completed": 40}})
             assert r.status_code == 200, r.text
+        if before_the_end and n == len(starts):
+            await before_the_end(uuids)
         await agent.exit(start.allocation_id, 0)
     exp = (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]
     assert exp["state"] == "STATE_COMPLETED", exp
@@ -113,10 +116,13 @@ async def test_an_ended_experiment_keeps_exactly_what_its_policy_keeps(api):
 async def test_a_registered_checkpoint_survives_gc(api):
     storage = {"type": "shared_fs", "host_path": str(storage_dir(api)), "save_experiment_best": 0,
                "save_trial_best": 0, "save_trial_latest": 0}
-    _, u = await run_experiment(api, storage)
-    assert (await api.post("/api/v1/models", json={"name": "spirals"})).status_code == 200
-    r = await api.post("/api/v1/models/spirals/versions", json={"checkpointUuid": u[(1, 10)]})
-    assert r.status_code == 200, r.text
+
+    async def register(uuids: dict[tuple[int, int], str]) -> None:  # while it runs: GC starts as it ends
+        assert (await api.post("/api/v1/models", json={"name": "spirals"})).status_code == 200
+        r = await api.post("/api/v1/models/spirals/versions", json={"checkpointUuid": uuids[(1, 10)]})
+        assert r.status_code == 200, r.text
+
+    _, u = await run_experiment(api, storage, before_the_end=register)
     await settled(api, u.values(), 5)
     assert on_disk(api) == {u[(1, 10)]}
     assert (await states(api, [u[(1, 10)]])) == {u[(1, 10)]: "STATE_COMPLETED"}
