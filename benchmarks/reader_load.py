@@ -238,11 +238,17 @@ def run(args: argparse.Namespace) -> dict[str, float]:
                   f"{trial_id} in {time.perf_counter() - t0:.1f} s", flush=True)
             users = make_users(master.url, admin, args.users)
             follow_tokens = [users[i // PER_USER % len(users)] for i in range(args.followers)]
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            quiet_from = time.time() + 2.0  # the probe alone first: the machine's own latency, for scale
+            quiet = ctx.Process(target=probe_main,
+                                args=(master.port, admin_token, quiet_from, quiet_from + args.quiet, q))
+            quiet.start()
+            quiet_lat = q.get(timeout=args.quiet + 120)[1]["lat"]
+            quiet.join(30)
             begin = time.time() + 2.0
             measure_from = begin + args.warmup
             stop = measure_from + args.duration
-            ctx = mp.get_context("spawn")
-            q = ctx.Queue()
             procs = [
                 ctx.Process(target=load_main, args=("followers", master.port, {
                     "path": f"/api/v1/trials/{trial_id}/logs?follow=true", "tokens": follow_tokens}, stop, q)),
@@ -262,6 +268,7 @@ def run(args: argparse.Namespace) -> dict[str, float]:
     lat = results["probe"]["lat"]
     fol, met = results["followers"], results["metrics"]
     figures = {
+        "quiet_info_p99_ms": ci.pct(quiet_lat["info"], 99), "quiet_list_p99_ms": ci.pct(quiet_lat["list"], 99),
         "info_p50_ms": ci.pct(lat["info"], 50), "info_p99_ms": ci.pct(lat["info"], 99),
         "list_p50_ms": ci.pct(lat["list"], 50), "list_p99_ms": ci.pct(lat["list"], 99),
         "probes": len(lat["info"]) + len(lat["list"]), "probe_errors": len(results["probe"]["errors"]),
@@ -270,6 +277,8 @@ def run(args: argparse.Namespace) -> dict[str, float]:
         "metric_reads_done": met["reads"], "metric_mb": met["bytes"] / 1e6,
         "log_posts_ok": met["posts"].get("200", 0), "client_errors": fol["errors"] + met["errors"],
     }
+    print(f"quiet (the probe alone, {args.quiet:.0f} s): GET /info p99 {figures['quiet_info_p99_ms']:.1f} ms, "
+          f"10-row list p99 {figures['quiet_list_p99_ms']:.1f} ms", flush=True)
     print(f"under {args.followers} log followers ({figures['followers_admitted']:.0f} admitted, "
           f"{figures['followers_refused']:.0f} refused) and {args.metric_readers} metric readers "
           f"({figures['metric_reads_done']:.0f} whole reads, {figures['metric_mb']:.0f} MB) for {args.duration:.0f} s:",
@@ -296,6 +305,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-batch", type=int, default=10, help="lines the running trial posts every 0.5 s")
     p.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds of load before measuring")
+    p.add_argument("--quiet", type=float, default=5.0, help="seconds the probe runs alone first")
     return p.parse_args(argv)
 
 

@@ -26,6 +26,7 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
 from controlplane.master.services.workspaces import own_defaults
 from controlplane.master.settings import MasterSettings
+from controlplane.master.stream_slots import count_requests
 from controlplane.master.webui import routes as webui_routes
 from controlplane.master.webui import session as web_session
 from controlplane.state.machine import IllegalTransition
@@ -209,6 +210,7 @@ def create_app(settings: MasterSettings) -> Litestar:
                             Exception: _internal_error},
         openapi_config=docs.openapi_config("controlplane master", __version__),
         request_max_body_size=MAX_BODY_BYTES,  # refused with 413 before it is read; some routes allow more
+        middleware=[count_requests],  # streams give way while other requests run (stream_slots.py)
         debug=False,
     )
     app.state.runtime = build_runtime(settings)

@@ -6,10 +6,11 @@ anything is read. A slot is given back when its stream ends however it ends (don
 client gone: the stream's generator is closed or cancelled). Slots live in memory: a restart
 drops every stream with them.
 
-Streams also take turns: one at a time reads and encodes a page (``StreamSlots.turn``), and the
-turn is held a while longer after it (``REST``: as long again as the page took), so however many
-run, streams get at most about half of the master's time; the other requests find a database
-connection and an event loop that is not busy with them.
+Streams also take turns: one at a time reads and encodes a page (``StreamSlots.turn``), and while
+other requests are being answered (``count_requests`` counts them) the turn is held after the page
+until they are done, for at most ``REST`` times as long as the page took: however many streams run,
+a request finds a database connection and an event loop that is not busy with them, and a stream
+alone on a quiet master runs at full speed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controlplane.master.errors import TooManyRequests
 from controlplane.master.principals import AuthedUser, Principal
@@ -35,7 +36,27 @@ def caller_key(principal: Principal) -> str:
 
 
 PAGE_TURNS = 1
-REST = 1.0  # after a page, its turn is held this many times as long as the page took
+REST = 2.0  # while other requests run, a page's turn is held up to this many times as long as it took
+PAGE_KEEP_S = 5.0
+PAGE_KEEP_BYTES = 32 * 1024 * 1024
+_in_flight = 0  # HTTP requests of this process being answered, streams included (count_requests)
+
+
+def count_requests(app: Any) -> Any:
+    """ASGI middleware: counts the requests in flight, so streams know when others wait on them."""
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        global _in_flight
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        _in_flight += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            _in_flight -= 1
+
+    return counted
 
 
 @dataclass
@@ -45,6 +66,36 @@ class StreamSlots:
     _turns: asyncio.Semaphore | None = None  # made in the serving loop, on first use
     # What followers of one trial share: (when read, its state), see api/logs.py's _trial_state.
     trial_states: dict[int, tuple[float, str | None]] = field(default_factory=dict)
+    # Per trial, how many times lines were stored (``logged``): a page read under one count is good
+    # for every reader with the same query until lines come again (``shared_page``).
+    log_counts: dict[int, int] = field(default_factory=dict)
+    _pages: dict[tuple, tuple[float, bytes, int, int | None]] = field(default_factory=dict)
+    _page_bytes: int = 0
+
+    def logged(self, trial_id: int) -> None:
+        """The ingest path stored lines of ``trial_id`` (called after the commit)."""
+        self.log_counts[trial_id] = self.log_counts.get(trial_id, 0) + 1
+
+    def shared_page(self, key: tuple) -> tuple[bytes, int, int | None] | None:
+        hit = self._pages.get(key)
+        return None if hit is None else hit[1:]
+
+    def keep_page(self, key: tuple, page: tuple[bytes, int, int | None]) -> None:
+        """Pages of the last ``PAGE_KEEP_S``, at most ``PAGE_KEEP_BYTES`` in all (oldest dropped)."""
+        now = time.monotonic()
+        old = self._pages.pop(key, None)
+        if old is not None:
+            self._page_bytes -= len(old[1])
+        while self._pages:  # oldest first: insertion order is time order
+            first = next(iter(self._pages))
+            at, data = self._pages[first][:2]
+            if self._page_bytes + len(page[0]) <= PAGE_KEEP_BYTES and now - at <= PAGE_KEEP_S:
+                break
+            del self._pages[first]
+            self._page_bytes -= len(data)
+        if len(page[0]) <= PAGE_KEEP_BYTES:
+            self._pages[key] = (now, *page)
+            self._page_bytes += len(page[0])
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -56,7 +107,10 @@ class StreamSlots:
             try:
                 yield
             finally:
-                await asyncio.sleep((time.monotonic() - started) * REST)
+                now = time.monotonic()
+                until = now + (now - started) * REST
+                while _in_flight > self.total and time.monotonic() < until:  # requests other than streams
+                    await asyncio.sleep(0.005)
 
     def take(self, caller: str, per_caller: int, overall: int) -> Slot:
         """A slot for ``caller``, or TooManyRequests (429) naming the cap that is full."""

@@ -78,16 +78,20 @@ FOLLOW_READ_S = 1.0  # a follower reads new lines at most this often (a burst la
 STATE_TTL_S = 1.0  # followers of one trial share one look at its state per this long
 
 
-async def read_page(rt: MasterRuntime, stmt: Select) -> tuple[bytes, int, int | None]:
-    """One page's NDJSON, its line count and last line id: read as plain rows (no ORM objects) and
-    encoded while the stream has its turn (``StreamSlots.turn``)."""
+async def read_page(rt: MasterRuntime, stmt: Select, key: tuple) -> tuple[bytes, int, int | None]:
+    """One page's NDJSON, its line count and last line id, while the stream has its turn
+    (``StreamSlots.turn``): what another reader of the trial read under the same ``key`` (the same
+    query, no lines stored since), else read as plain rows (no ORM objects) and encoded in a worker
+    thread, so the loop stays free for other requests."""
     async with rt.streams.turn():
+        shared = rt.streams.shared_page(key)
+        if shared is not None:
+            return shared
         async with rt.sessions() as session:
             rows = (await session.execute(stmt.with_only_columns(*TaskLog.__table__.c))).all()
-        if not rows:
-            return b"", 0, None
-        chunk = await anyio.to_thread.run_sync(_lines, rows)  # the loop stays free for other requests
-        return chunk, len(rows), rows[-1].id
+        page = (await anyio.to_thread.run_sync(_lines, rows), len(rows), rows[-1].id) if rows else (b"", 0, None)
+        rt.streams.keep_page(key, page)
+        return page
 
 
 def _lines(rows: Sequence[Any]) -> bytes:
@@ -145,6 +149,7 @@ async def trial_logs(
 
     descending = order_by == "ORDER_BY_DESC"
     follow = follow and not descending
+    filters = (tuple(rank_ids), tuple(stdtypes), tuple(levels), search_text or "")
     slot = take_slot(rt, principal_of(request)) if follow or limit <= 0 or limit > PAGE else None
 
     async def lines() -> AsyncIterator[bytes]:
@@ -161,7 +166,10 @@ async def trial_logs(
             else:
                 stmt = stmt.where(TaskLog.id > (last_id or 0)).order_by(TaskLog.id)
             # ``offset`` skips the first lines until a page has been read past them (keyset after that).
-            chunk, count, last = await read_page(rt, stmt.limit(page).offset(offset if last_id is None else 0))
+            skip = offset if last_id is None else 0
+            logged = rt.streams.log_counts.get(trial_id, 0)  # before the read: lines stored later change it
+            key = (trial_id, logged, filters, descending, last_id, skip, page)
+            chunk, count, last = await read_page(rt, stmt.limit(page).offset(skip), key)
             read_at = time.monotonic()
             if count:
                 yield chunk
@@ -174,14 +182,13 @@ async def trial_logs(
                 return
             if ended:
                 continue  # one more pass: lines may have landed with the final state
-            while True:  # idle: no session held, woken by the ingest path or, for the end, the state
+            while rt.streams.log_counts.get(trial_id, 0) == logged:  # idle (no session held) until lines come
                 if T.TRIAL.is_terminal(await _trial_state(rt, trial_id) or T.COMPLETED):
                     ended = True
                     break
-                if await rt.notifier.wait(("trial-logs", trial_id), timeout=FOLLOW_READ_S):
-                    # at most one read per FOLLOW_READ_S: what lands meanwhile comes in the same page
-                    await asyncio.sleep(max(0.0, read_at + FOLLOW_READ_S - time.monotonic()))
-                    break
+                await rt.notifier.wait(("trial-logs", trial_id), timeout=FOLLOW_READ_S)
+            if not ended:  # at most one read per FOLLOW_READ_S: what lands meanwhile comes in the same page
+                await asyncio.sleep(max(0.0, read_at + FOLLOW_READ_S - time.monotonic()))
 
     async def stream() -> AsyncIterator[bytes]:
         try:

@@ -107,6 +107,7 @@ async def insert_rows(rt: MasterRuntime, rows: list[dict], trial_id: int | None)
     async with rt.sessions.begin() as session:
         await session.execute(insert(TaskLog), _clean(rows))
     if trial_id is not None:
+        rt.streams.logged(trial_id)
         rt.notifier.notify(("trial-logs", trial_id))
 
 
@@ -164,6 +165,7 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
                 await fencing.hold_allocation(session, task)
         await session.execute(insert(TaskLog), _clean(rows))
     for trial_id in trials:
+        rt.streams.logged(trial_id)
         rt.notifier.notify(("trial-logs", trial_id))
 
 

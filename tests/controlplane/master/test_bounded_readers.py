@@ -161,3 +161,30 @@ async def test_a_body_over_the_cap_is_refused_with_413_before_it_is_read(api):
 async def test_experiment_creation_takes_a_context_larger_than_the_default_cap(api):
     files = {"train.py": "print('hi')\n", "data.txt": "x" * (15 << 20)}  # 20 MiB once base64-encoded
     assert await create_experiment(api, CONFIG, files) > 0
+
+
+async def test_readers_of_one_trial_share_a_page_until_new_lines_are_stored(api):
+    from sqlalchemy import event
+
+    start = await running(api)
+    tid = int(start.env["DET_TRIAL_ID"])
+    await post_lines(api, start, "one", "two")
+    reads: list[str] = []
+
+    def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001, ANN002
+        if statement.lstrip().upper().startswith("SELECT") and "FROM task_logs" in statement:
+            reads.append(statement)
+
+    event.listen(api.rt.engine.sync_engine, "before_cursor_execute", count)
+    try:
+        admin = await sign_in(api, "admin")
+        for headers in ({}, admin):  # two users, the same query: one read of the database
+            r = await api.get(f"/api/v1/trials/{tid}/logs", headers=headers)
+            assert [json.loads(x)["result"]["log"] for x in r.text.splitlines()] == ["one\n", "two\n"]
+        assert len(reads) == 1
+        await post_lines(api, start, "three")
+        r = await api.get(f"/api/v1/trials/{tid}/logs")
+        assert [json.loads(x)["result"]["log"] for x in r.text.splitlines()] == ["one\n", "two\n", "three\n"]
+        assert len(reads) == 2
+    finally:
+        event.remove(api.rt.engine.sync_engine, "before_cursor_execute", count)
