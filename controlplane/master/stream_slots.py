@@ -69,46 +69,49 @@ class StreamSlots:
     # Per trial, how many times lines were stored (``logged``): a page read under one count is good
     # for every reader with the same query until lines come again (``shared_page``).
     log_counts: dict[int, int] = field(default_factory=dict)
-    _pages: dict[tuple, tuple[float, bytes, int, int | None]] = field(default_factory=dict)
+    _pages: dict[tuple, tuple[float, float, bytes, int, int | None]] = field(default_factory=dict)
     _page_bytes: int = 0
 
     def logged(self, trial_id: int) -> None:
         """The ingest path stored lines of ``trial_id`` (called after the commit)."""
         self.log_counts[trial_id] = self.log_counts.get(trial_id, 0) + 1
 
-    def shared_page(self, key: tuple) -> tuple[bytes, int, int | None] | None:
+    def shared_page(self, key: tuple) -> tuple[float, tuple[bytes, int, int | None]] | None:
+        """(what reading it cost, the page) if one is kept under ``key``."""
         hit = self._pages.get(key)
-        return None if hit is None else hit[1:]
+        return None if hit is None else (hit[1], (hit[2], hit[3], hit[4]))
 
-    def keep_page(self, key: tuple, page: tuple[bytes, int, int | None]) -> None:
+    def keep_page(self, key: tuple, page: tuple[bytes, int, int | None], cost: float) -> None:
         """Pages of the last ``PAGE_KEEP_S``, at most ``PAGE_KEEP_BYTES`` in all (oldest dropped)."""
         now = time.monotonic()
         old = self._pages.pop(key, None)
         if old is not None:
-            self._page_bytes -= len(old[1])
+            self._page_bytes -= len(old[2])
         while self._pages:  # oldest first: insertion order is time order
             first = next(iter(self._pages))
-            at, data = self._pages[first][:2]
+            at, data = self._pages[first][0], self._pages[first][2]
             if self._page_bytes + len(page[0]) <= PAGE_KEEP_BYTES and now - at <= PAGE_KEEP_S:
                 break
             del self._pages[first]
             self._page_bytes -= len(data)
         if len(page[0]) <= PAGE_KEEP_BYTES:
-            self._pages[key] = (now, *page)
+            self._pages[key] = (now, cost, *page)
             self._page_bytes += len(page[0])
 
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """One stream's page (its read and its encoding) at a time among ``PAGE_TURNS``."""
+    async def turn(self) -> AsyncIterator[list[float]]:
+        """One stream's page (its read and its encoding) at a time among ``PAGE_TURNS``. The body may
+        say what its page costs (``cost[0]``: a shared page costs its sending what it cost to read),
+        else the time it took counts."""
         if self._turns is None:
             self._turns = asyncio.Semaphore(PAGE_TURNS)
         async with self._turns:
-            started = time.monotonic()
+            started, cost = time.monotonic(), [0.0]
             try:
-                yield
+                yield cost
             finally:
                 now = time.monotonic()
-                until = now + (now - started) * REST
+                until = now + max(now - started, cost[0]) * REST
                 while _in_flight > self.total and time.monotonic() < until:  # requests other than streams
                     await asyncio.sleep(0.005)
 

@@ -83,14 +83,16 @@ async def read_page(rt: MasterRuntime, stmt: Select, key: tuple) -> tuple[bytes,
     (``StreamSlots.turn``): what another reader of the trial read under the same ``key`` (the same
     query, no lines stored since), else read as plain rows (no ORM objects) and encoded in a worker
     thread, so the loop stays free for other requests."""
-    async with rt.streams.turn():
+    async with rt.streams.turn() as cost:
         shared = rt.streams.shared_page(key)
         if shared is not None:
-            return shared
+            cost[0] = shared[0]  # sending it costs about what reading it did: yield as much to others
+            return shared[1]
+        started = time.monotonic()
         async with rt.sessions() as session:
             rows = (await session.execute(stmt.with_only_columns(*TaskLog.__table__.c))).all()
         page = (await anyio.to_thread.run_sync(_lines, rows), len(rows), rows[-1].id) if rows else (b"", 0, None)
-        rt.streams.keep_page(key, page)
+        rt.streams.keep_page(key, page, time.monotonic() - started)
         return page
 
 
