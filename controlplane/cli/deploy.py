@@ -3,11 +3,17 @@
 `<data-dir>/pids.json` records each process with its start time and the cluster's id, which
 `up` also puts in their environment (`DET_LOCAL_CLUSTER_ID`, see `deploy_procs.py`). `up` on a
 recorded cluster whose master answers restarts the agents that died and otherwise says
-"already running"; a cluster whose master died is stopped and started afresh. Everything runs
-in its own session (process group) with its output in `<data-dir>/logs/`, so `down` can stop
-each group (SIGTERM, then SIGKILL after 15 s) even after `up` has exited; `down` touches only
-processes it can prove are this cluster's. A failed `up` stops what it started and shows the
-tail of the log of the process that failed.
+"already running". On one whose master died (a crash) but some of whose agents live, it starts
+only the master, from the same `master.yaml` (port, data dir, database), and leaves the agents
+alone: they reconnect and keep their tasks. `up` never stops a process: not one it did not
+start, not a recorded one that still runs. With something else on the master's port it says
+which process holds it and exits non-zero, `pids.json` untouched; `pids.json` is replaced
+(atomically, 0600) only once `up` has started something. Everything runs in its own session
+(process group) with its output in `<data-dir>/logs/`, so `down` can stop each group (SIGTERM,
+then SIGKILL after 15 s) even after `up` has exited; `down` touches only processes it can prove
+are this cluster's. A log of a process `up` starts again is rotated first (`master.log` becomes
+`master.log.1`, ... up to `LOG_KEEP` old ones), so a crash's log survives the restart. A failed
+`up` stops what it started (only that) and shows the tail of the log of the process that failed.
 
 The data dir holds secrets (the join token, the master's config and SQLite database), so it is
 0700 and the files `up` writes there are 0600.
@@ -38,8 +44,10 @@ from controlplane.cli.errors import CliError
 MASTER_START_TIMEOUT_S = 60.0
 AGENTS_CONNECT_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
+RUNNING_MASTER_WAIT_S = 15.0  # a recorded master that runs may still be starting
 PIDS = "pids.json"
 AGENT_ID = "local-agent-{}"
+LOG_KEEP = 5  # old logs kept per process: master.log.1 (the last run) ... master.log.5
 
 pid_alive = procs.pid_alive
 
@@ -242,8 +250,23 @@ def info_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def rotate_log(path: Path, keep: int | None = None) -> None:
+    """`path` becomes `path.1`, `path.1` becomes `path.2`, ... and `path.<keep>` is dropped; each
+    kept file 0600. Only for a log whose writer is gone (the process is about to start again)."""
+    keep = LOG_KEEP if keep is None else keep
+    if keep < 1 or not path.exists():
+        return
+    for k in range(keep, 0, -1):
+        src = path if k == 1 else path.with_name(f"{path.name}.{k - 1}")
+        dst = path.with_name(f"{path.name}.{k}")
+        if src.exists():
+            os.replace(src, dst)
+            os.chmod(dst, 0o600)
+
+
 def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen:
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    rotate_log(log_path)
     env = {**os.environ, procs.CLUSTER_ENV: cid}
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as log:
@@ -301,9 +324,12 @@ def _connected_agents(url: str) -> set[str] | None:
 
 
 def _wait_for_agents(data_dir: Path, url: str, started: dict[int, subprocess.Popen],
-                     master_failed: Callable[[], str | None]) -> None:
-    """Until agents `started` (index -> process) are connected, or one of them or the master exits."""
-    wanted = {AGENT_ID.format(i) for i in started}
+                     master_failed: Callable[[], str | None], kept: dict[int, int] | None = None,
+                     record: Record | None = None) -> None:
+    """Until agents `started` (index -> process) and `kept` (index -> pid of a recorded agent left
+    running, which reconnects by itself) are connected, or one of them or the master exits."""
+    kept = kept or {}
+    wanted = {AGENT_ID.format(i) for i in [*started, *kept]}
     unverifiable: list[bool] = []
 
     def all_connected() -> bool:
@@ -321,18 +347,23 @@ def _wait_for_agents(data_dir: Path, url: str, started: dict[int, subprocess.Pop
             if a.poll() is not None:
                 path = _agent_log(data_dir, i)
                 return f"agent {AGENT_ID.format(i)} exited with status {a.returncode}; {path}:\n{log_tail(path)}"
+        for i, pid in kept.items():
+            if record is not None and not record.ours(pid):
+                path = _agent_log(data_dir, i)
+                return f"agent {AGENT_ID.format(i)} (pid {pid}) exited; {path}:\n{log_tail(path)}"
         return None
 
-    _wait(f"{len(started)} agent(s) to connect", all_connected, agent_failed, AGENTS_CONNECT_TIMEOUT_S)
+    _wait(f"{len(wanted)} agent(s) to connect", all_connected, agent_failed, AGENTS_CONNECT_TIMEOUT_S)
     if len(unverifiable) > 25:
         print("Warning: could not log in as 'determined' to check that the agents connected.", file=sys.stderr)
 
 
 # ---- up -------------------------------------------------------------------------------------
-def _restart_dead_agents(data_dir: Path, record: Record) -> int:
-    """The master answers: start again each recorded agent that is no longer running."""
+def _restart_dead_agents(data_dir: Path, record: Record, master_restarted: bool = False) -> int:
+    """The master answers: start again each recorded agent that is no longer running; after a
+    restart of the master, also wait for the agents left running to reconnect."""
     dead = [i for i, pid in enumerate(record.agents) if not record.ours(pid)]
-    if not dead:
+    if not dead and not master_restarted:
         print(f"already running at {record.url}")
         print(f"export DET_MASTER={record.url}")
         return 0
@@ -342,37 +373,130 @@ def _restart_dead_agents(data_dir: Path, record: Record) -> int:
               f"{_agent_log(data_dir, i)}:\n{log_tail(_agent_log(data_dir, i), 10)}", file=sys.stderr)
         proc = _spawn_agent(data_dir, record, i)
         started[i] = proc
+        record.start_times.pop(record.agents[i], None)
         record.agents[i] = proc.pid
         record.note(proc.pid)
         write_pids(data_dir, record)
+    kept = {i: pid for i, pid in enumerate(record.agents) if i not in started} if master_restarted else {}
     master = record.master
 
     def master_failed() -> str | None:
         return None if record.ours(master) else f"the master (pid {master}) exited"
 
     try:
-        _wait_for_agents(data_dir, record.url, started, master_failed)
+        _wait_for_agents(data_dir, record.url, started, master_failed, kept, record)
     except CliError as e:
         raise CliError(f"{e.message}\nThe rest of the cluster is still running; "
                        "`det deploy local down` stops it.") from None
     for i, proc in started.items():
         print(f"Restarted agent {AGENT_ID.format(i)} (pid {proc.pid})")
+    for i, pid in kept.items():
+        print(f"Agent {AGENT_ID.format(i)} (pid {pid}) kept running and reconnected")
     print(f"export DET_MASTER={record.url}")
     return 0
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why `port` cannot be the master's: None when it is free."""
+    if port_free("0.0.0.0" if host in ("0.0.0.0", "::") else host, port):
+        return None
+    holders = procs.listening_pids(port)
+    by = f" by pid {', '.join(map(str, holders))}" if holders else " by another process"
+    return f"port {port} is already in use{by}"
+
+
+def _master_host(user_cfg: dict) -> tuple[str, str]:
+    """(the address the master binds, the one to reach it at)."""
+    host = str(user_cfg.get("host") or "127.0.0.1")
+    return host, "127.0.0.1" if host in ("0.0.0.0", "::", "", "localhost") else host
+
+
+def _restart_master(args: argparse.Namespace, data_dir: Path, record: Record, survivors: list[int]) -> int:
+    """The recorded master is dead, `survivors` of the cluster live: start only the master, from
+    the cluster's own `master.yaml`, and leave every running process alone (agents reconnect to
+    the new master and keep their tasks). Refuses, stopping nothing and keeping `pids.json`, when
+    it cannot start the master as it was."""
+    config_path = data_dir / "master.yaml"
+    nothing_done = (f"Nothing was stopped and {data_dir / PIDS} is unchanged; "
+                    f"`det deploy local down --data-dir {data_dir}` stops the cluster.")
+    try:
+        cfg = yaml.safe_load(config_path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise CliError(f"cannot restart the master of the cluster in {data_dir}: {config_path}: {e}\n"
+                       f"{nothing_done}") from None
+    port = cfg.get("port") if isinstance(cfg, dict) else None
+    if not isinstance(port, int):
+        raise CliError(f"cannot restart the master of the cluster in {data_dir}: {config_path} names no port\n"
+                       f"{nothing_done}")
+    if args.port and args.port != port:
+        raise CliError(f"--port {args.port}: the cluster in {data_dir} runs its master on port {port}, and "
+                       f"its agents (pids {', '.join(map(str, survivors))}) still run.\n{nothing_done}")
+    host, _ = _master_host(cfg)
+    taken = _port_taken(host, port)
+    if taken:
+        raise CliError(f"the master of the cluster in {data_dir} (pid {record.master}) is not running, and its "
+                       f"{taken}: a master started by hand? `up` restarts the master only on its own "
+                       f"port and stops no process it did not start.\n{nothing_done}")
+    if args.master_config or args.autoscale or args.agent_environment:
+        print(f"Note: the cluster's {config_path} and recorded agents are reused as they are; "
+              "`det deploy local down` first to start it with new options.", file=sys.stderr)
+    print(f"The master (pid {record.master}) of the cluster in {data_dir} is not running: starting only the "
+          f"master; its running processes (pids {', '.join(map(str, survivors))}) are left alone.",
+          file=sys.stderr)
+    previous = (data_dir / PIDS).read_bytes()
+    master_log = data_dir / "logs" / "master.log"
+    master = _spawn([*console_command("det-master", "controlplane.master.main"), "--config", str(config_path)],
+                    master_log, record.cluster_id)
+    if record.master is not None:
+        record.start_times.pop(record.master, None)
+    record.master = master.pid
+    record.note(master.pid)
+    write_pids(data_dir, record)
+
+    def master_failed() -> str | None:
+        if master.poll() is not None:
+            return f"the master exited with status {master.returncode}; {master_log}:\n{log_tail(master_log)}"
+        return None
+
+    try:
+        _wait(f"the master at {record.url}", lambda: info_ok(record.url, 1.0), master_failed,
+              MASTER_START_TIMEOUT_S)
+    except (CliError, KeyboardInterrupt) as e:
+        stop_group_pids([master.pid])
+        master.poll()
+        procs.write_private(data_dir / PIDS, previous.decode())
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise CliError(f"{e.message}\nStopped the master just started (pid {master.pid}); the rest of the "
+                       f"cluster was left running.") from None
+    print(f"Restarted the master (pid {master.pid}) at {record.url}; logs in {data_dir / 'logs'}")
+    return _restart_dead_agents(data_dir, record, master_restarted=True)
+
+
+def _master_answers(url: str, timeout_s: float) -> bool:
+    """Whether a running master answers within `timeout_s` (one that is still starting may)."""
+    deadline = time.monotonic() + timeout_s
+    while not info_ok(url, 1.0):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).expanduser().resolve()
     existing = read_pids(data_dir)
     if existing:
-        if existing.ours(existing.master) and info_ok(existing.url):
-            return _restart_dead_agents(data_dir, existing)
-        live = [p for p in [existing.master, *existing.agents] if isinstance(p, int) and existing.ours(p)]
-        if live:
-            print(f"The master of the cluster in {data_dir} is not answering: stopping what is left of it "
-                  f"(pids {', '.join(map(str, live))})", file=sys.stderr)
-            stop_group_pids(live)
-        (data_dir / PIDS).unlink(missing_ok=True)
+        if existing.ours(existing.master):
+            if _master_answers(existing.url, RUNNING_MASTER_WAIT_S):
+                return _restart_dead_agents(data_dir, existing)
+            raise CliError(f"the master of the cluster in {data_dir} (pid {existing.master}) runs but does not "
+                           f"answer at {existing.url}; nothing was stopped. Wait for it, or stop the cluster "
+                           f"with `det deploy local down --data-dir {data_dir}`.")
+        survivors = sorted({*(p for p in existing.agents if existing.ours(p)), *leftover_processes(data_dir)})
+        if survivors:
+            return _restart_master(args, data_dir, existing, survivors)
+        # Nothing of it runs: start afresh; pids.json is replaced once the new master is started.
 
     if args.agents < 0 or args.slots_per_agent < 0:
         raise CliError("--agents and --slots-per-agent must not be negative")
@@ -384,11 +508,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     port = args.port or user_cfg.get("port") or 8080
     if not isinstance(port, int) or not 0 < port < 65536:
         raise CliError(f"invalid port {port!r}")
-    host = str(user_cfg.get("host") or "127.0.0.1")
-    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "", "localhost") else host
+    host, connect_host = _master_host(user_cfg)
     url = f"http://{connect_host}:{port}"
-    if not port_free("0.0.0.0" if host in ("0.0.0.0", "::") else connect_host, port):
-        raise CliError(f"port {port} is already in use; pick another with --port")
+    taken = _port_taken(host, port)
+    if taken:
+        raise CliError(f"{taken}; pick another with --port")
 
     procs.private_dir(data_dir)
     for sub in ("logs", "agents"):
@@ -401,6 +525,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     procs.write_private(config_path, yaml.safe_dump(master_config(data_dir, port, token_file, user_cfg),
                                                     sort_keys=False))
 
+    previous: bytes | None = None
+    try:
+        previous = (data_dir / PIDS).read_bytes()
+    except OSError:
+        pass
     record = Record(url=url, cluster_id=cid, slots_per_agent=args.slots_per_agent, agent_environments=environments)
     master: subprocess.Popen | None = None
     agents: dict[int, subprocess.Popen] = {}
@@ -434,7 +563,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         for p in [*agents.values(), master]:
             if p is not None:
                 p.poll()
-        (data_dir / PIDS).unlink(missing_ok=True)
+        if master is not None:  # the record `up` wrote names only what it just stopped
+            if previous is None:
+                (data_dir / PIDS).unlink(missing_ok=True)
+            else:
+                procs.write_private(data_dir / PIDS, previous.decode())
         if isinstance(e, KeyboardInterrupt):
             raise
         raise CliError(f"{e.message}\nStopped what was started (pids {', '.join(map(str, started))}).") from None

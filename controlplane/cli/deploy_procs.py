@@ -142,3 +142,38 @@ def processes_of_cluster(cid: str) -> list[int]:
         if cluster_of(pid) == cid and pid_alive(pid):
             found.append(pid)
     return found
+
+
+def listening_pids(port: int) -> list[int]:
+    """Processes of this user with a TCP socket listening on `port` (any address), found through
+    `/proc/net/tcp{,6}` and their open files; [] where that cannot be read (another user's process
+    is listed by nobody)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local_address is ADDR:PORT in hex; state 0A is LISTEN; field 9 is the socket's inode.
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) in inodes:
+                    found.append(int(entry.name))
+                    break
+            except OSError:
+                continue
+    return sorted(found)

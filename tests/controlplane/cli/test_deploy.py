@@ -279,3 +279,90 @@ def test_stale_pids_file_is_replaced(cli_env, det, tmp_path, stand_ins):
         assert json.loads((data / "pids.json").read_text())["url"] == f"http://127.0.0.1:{port}"
     finally:
         det("deploy", "local", "down", "--data-dir", str(data))
+
+
+def kill_master(data: Path) -> dict:
+    """kill -9 the recorded master (a crash: only the master, not its agents); the record."""
+    record = json.loads((data / "pids.json").read_text())
+    os.kill(record["master"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while deploy.pid_alive(record["master"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not deploy.pid_alive(record["master"])
+    return record
+
+
+def test_up_after_a_master_crash_starts_only_the_master(cli_env, det, tmp_path, stand_ins):
+    data = tmp_path / "cluster"
+    port = free_port()
+    try:
+        assert up(det, data, port).rc == 0
+        before = kill_master(data)
+
+        r = up(det, data, port)
+        assert r.rc == 0, r.err
+        after = json.loads((data / "pids.json").read_text())
+        assert after["agents"] == before["agents"] and deploy.pid_alive(before["agents"][0]), "the agent was stopped"
+        assert after["startTimes"][str(before["agents"][0])] == before["startTimes"][str(before["agents"][0])]
+        assert after["master"] != before["master"] and deploy.pid_alive(after["master"])
+        assert str(before["master"]) not in after["startTimes"]
+        assert f"Restarted the master (pid {after['master']})" in r.out
+        assert f"Agent local-agent-0 (pid {before['agents'][0]}) kept running" in r.out
+        assert mode(data / "pids.json") == 0o600
+        assert "already running" in up(det, data, port).out
+    finally:
+        det("deploy", "local", "down", "--data-dir", str(data))
+    assert not deploy.pid_alive(after["master"]) and not deploy.pid_alive(before["agents"][0])
+
+
+def listener(port: int) -> subprocess.Popen:
+    """Another program listening on `port` (a master started by hand, say)."""
+    p = subprocess.Popen([sys.executable, "-c", (
+        "import socket, sys, time\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {port})); s.listen(); print('listening', flush=True); time.sleep(600)")],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "listening"
+    return p
+
+
+def test_up_with_another_process_on_the_masters_port_stops_nothing(cli_env, det, tmp_path, stand_ins, reap):
+    data = tmp_path / "cluster"
+    port = free_port()
+    try:
+        assert up(det, data, port).rc == 0
+        record = kill_master(data)
+        recorded = (data / "pids.json").read_bytes()
+        squatter = listener(port)
+        reap(squatter)
+
+        r = up(det, data, port)
+        assert r.rc == 1
+        assert f"port {port} is already in use by pid {squatter.pid}" in r.err and "Traceback" not in r.err
+        assert "Nothing was stopped" in r.err
+        assert deploy.pid_alive(record["agents"][0]), "up stopped the surviving agent"
+        assert squatter.poll() is None, "up stopped a process it did not start"
+        assert (data / "pids.json").read_bytes() == recorded
+    finally:
+        det("deploy", "local", "down", "--data-dir", str(data))
+    assert not deploy.pid_alive(record["agents"][0])
+
+
+def test_logs_of_earlier_runs_are_kept(cli_env, det, tmp_path, stand_ins, monkeypatch):
+    """Each start rotates master.log (and agent-N.log) instead of writing over it, keeping LOG_KEEP."""
+    monkeypatch.setattr(deploy, "LOG_KEEP", 2)
+    data = tmp_path / "cluster"
+    logs = data / "logs"
+    ports = [free_port() for _ in range(3)]
+    for port in ports:
+        try:
+            assert up(det, data, port).rc == 0
+        finally:
+            det("deploy", "local", "down", "--data-dir", str(data))
+    assert f"fake master on port {ports[2]}" in (logs / "master.log").read_text()
+    assert f"fake master on port {ports[1]}" in (logs / "master.log.1").read_text()
+    assert f"fake master on port {ports[0]}" in (logs / "master.log.2").read_text()
+    assert not (logs / "master.log.3").exists()
+    assert (logs / "agent-0.log.2").exists() and not (logs / "agent-0.log.3").exists()
+    for name in ("master.log", "master.log.1", "master.log.2", "agent-0.log.1"):
+        assert mode(logs / name) == 0o600, name
