@@ -107,5 +107,41 @@ def test_killed_agent_trial_resumes_on_the_other_agent(local_cluster, tmp_path):
     assert ckpt in resumed[0] or int(resumed[0].rsplit(" ", 1)[1]) > trial_steps_at(ckpt, s, cluster.url)
 
 
+def test_up_after_a_master_crash_keeps_the_agent_and_its_trial(local_cluster):
+    """kill -9 of the master, then `det deploy local up`: only the master starts again; the agent
+    (same pid) reconnects and its trial goes on in the same run, not restarted."""
+    cluster = local_cluster(agents=1, slots=1)
+    created = cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
+                          "--config", "searcher.max_length.batches=100000")
+    exp_id = json.loads(created.stdout)["id"]
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
+
+    def trial_reporting():  # noqa: ANN202
+        trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
+        return trials and trials[0]["totalBatchesProcessed"] > 0 and trials[0]
+
+    trial = wait_for(trial_reporting, 180, "the trial to report metrics")
+    before = cluster.pids()
+    os.kill(before["master"], signal.SIGKILL)
+    wait_for(lambda: not pid_alive(before["master"]), 10, "the master to die")
+
+    again = cluster.up()
+    after = cluster.pids()
+    assert after["agents"] == before["agents"] and all(pid_alive(p) for p in after["agents"]), again.stderr
+    assert after["master"] != before["master"] and pid_alive(after["master"])
+    assert "kept running and reconnected" in again.stdout
+    assert (cluster.data_dir / "logs" / "master.log.1").exists(), "the crashed master's log was not kept"
+
+    s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
+
+    def trial_progressed():  # noqa: ANN202
+        t = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}").json()["trial"]
+        return t["totalBatchesProcessed"] > trial["totalBatchesProcessed"] and t
+
+    now = wait_for(trial_progressed, 120, "the trial to report again")
+    assert now["state"] == "STATE_RUNNING" and now["restarts"] == 0 and now["runId"] == trial["runId"] == 1, now
+
+
 def trial_steps_at(ckpt: str, s: requests.Session, url: str) -> int:
     return s.get(f"{url}/api/v1/checkpoints/{ckpt}").json()["checkpoint"]["metadata"]["steps_completed"]
