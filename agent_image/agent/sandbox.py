@@ -4,7 +4,10 @@ What the task gets: its own mount, PID, IPC and UTS namespaces; the host read-on
 entries bound on a root of the sandbox's own, remounted read-only once set up); a fresh
 ``/proc`` and ``/dev``; a private ``/tmp``, ``/dev/shm`` and ``/run``; its info files read-only at
 ``/run/determined/info``; its unpacked context read-write at ``/run/determined/workdir`` (the
-cwd); a ``shared_fs`` checkpoint ``host_path`` read-write at its ``container_path``. The agent's
+cwd); for a ``shared_fs`` checkpoint storage, its allocation's own staging directory read-write at
+the ``container_path`` and, read-only beneath it, only the checkpoints the master names as its to
+read (``StartTask.readable_checkpoints``): never the ``host_path`` itself, so no task reads or
+changes another trial's checkpoints. The agent's
 work dir (other tasks, the context cache), the join token file and every ``--hide`` path (the
 master's data dir) are covered by an empty tmpfs (a file by ``/dev/null``). The network is shared:
 tasks reach the master over loopback.
@@ -221,14 +224,33 @@ def block_sigterm() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
 
 
-def shared_fs_mount(trial_info: dict | None) -> Mount | None:
-    """The experiment's ``shared_fs`` host_path at its container_path, read-write."""
+def shared_fs_mounts(trial_info: dict | None, allocation_id: str, readable: Sequence[str] = ()) -> list[Mount]:
+    """For an experiment with ``shared_fs`` checkpoint storage: its allocation's staging directory
+    (``<host_path>/.staging/<allocation id>``) read-write at the container_path, where the task
+    writes its checkpoints and the master publishes them from, and each checkpoint of ``readable``
+    that exists in host_path read-only at ``<container_path>[/<storage_path>]/<uuid>``. The first
+    mount is the staging directory; none at all for another storage."""
+    from controlplane.storage.base import check_uuid
+    from controlplane.storage.shared_fs import staging_dir, storage_subdir
+
     config = (trial_info or {}).get("config") or {}
     storage = config.get("checkpoint_storage") if isinstance(config, dict) else None
     if not isinstance(storage, dict) or storage.get("type") != "shared_fs" or not storage.get("host_path"):
-        return None
-    return Mount(Path(str(storage["host_path"])), str(storage.get("container_path") or SHARED_FS_CONTAINER_PATH),
-                 writable=True)
+        return []
+    host = Path(str(storage["host_path"]))
+    target = str(storage.get("container_path") or SHARED_FS_CONTAINER_PATH)
+    mounts = [Mount(staging_dir(host, allocation_id), target, writable=True)]
+    sub = storage_subdir(storage.get("storage_path"))
+    if sub is None:
+        return mounts
+    for uuid in readable:
+        try:
+            source = host / sub / check_uuid(uuid)
+        except ValueError:
+            continue
+        if source.is_dir() and not source.is_symlink():
+            mounts.append(Mount(source, str(Path(target) / sub / uuid)))
+    return mounts
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:

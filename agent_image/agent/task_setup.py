@@ -10,6 +10,7 @@ The agent's join token never reaches a task's environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -111,16 +112,18 @@ def write_private_text(path: Path, text: str) -> None:
     os.chmod(path, 0o600)
 
 
-def make_host_dir(path: Path, owner: tuple[int, int] | None) -> None:
-    """Creates a shared_fs host_path that does not exist yet, owned by the task's uid (an existing
-    one is left as it is). Not "is_dir() then mkdir()": the agents of one machine start a gang's
-    ranks at the same moment, and the agent that lost that race failed the whole gang (EEXIST)."""
-    try:
-        path.mkdir(parents=True)
-    except FileExistsError:
-        return
+def make_staging_dir(staging: Path, owner: tuple[int, int] | None) -> None:
+    """Creates an allocation's shared_fs staging directory (``<host_path>/.staging/<allocation>``,
+    sandbox.shared_fs_mounts), the only part of host_path its task may write, owned by the task's
+    uid; host_path and ``.staging`` stay the agent's (0700: no other user lists what is staged).
+    Not "is_dir() then mkdir()": the agents of one machine start a gang's ranks at the same moment,
+    and the agent that lost that race would fail the whole gang (EEXIST)."""
+    staging.parent.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        staging.parent.mkdir(mode=0o700)
+    staging.mkdir(exist_ok=True)
     if owner is not None:
-        os.chown(path, *owner)
+        os.chown(staging, *owner)
 
 
 def cuda_slots(slot_ids: list[int], slots: list[Slot]) -> list[Slot]:

@@ -47,9 +47,9 @@ from .sandbox import (
     block_sigterm,
     chown_tree,
     read_only_mounts,
-    shared_fs_mount,
+    shared_fs_mounts,
 )
-from .task_setup import build_command, build_env, check_executable, make_host_dir, write_info_files
+from .task_setup import build_command, build_env, check_executable, make_staging_dir, write_info_files
 
 _PR_SET_PDEATHSIG = 1
 
@@ -244,11 +244,11 @@ class TaskRunner:
         mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True),
                   Mount(model_copy, MODEL_COPY_DIR)]
         mounts += read_only_mounts(context_dir, msg.read_only_paths)
-        shared = shared_fs_mount(msg.trial_info)
+        shared = shared_fs_mounts(msg.trial_info, msg.allocation_id, msg.readable_checkpoints)
         owner = self._sandbox.owner
-        if shared is not None:
-            make_host_dir(shared.source, owner)
-            mounts.append(shared)
+        if shared:
+            make_staging_dir(shared[0].source, owner)
+            mounts += shared
         if owner is not None:  # the task runs as this uid: give it its workdir and info files
             chown_tree(context_dir, *owner)
             chown_tree(model_copy, *owner)
@@ -385,8 +385,11 @@ class TaskRunner:
             returncode = await proc.wait()
         finally:
             _killpg(proc.pid, signal.SIGKILL)  # leftovers of the group die with the leader
-            _, pending = await asyncio.wait(pumps, timeout=5.0)
+            done, pending = await asyncio.wait(pumps, timeout=5.0)
             for p in pending:
                 p.cancel()
+            for p in done:  # a pump that failed must not die unseen ("Task exception was never retrieved")
+                if not p.cancelled() and p.exception() is not None:
+                    log.warning("%s: reading the task's output failed: %r", alloc, p.exception())
             await shipper.close()
         return returncode

@@ -8,6 +8,7 @@ from controlplane.storage.base import StorageManager, directory_resources
 from controlplane.storage.errors import (
                                          AccessDenied,
                                          BucketNotFound,
+                                         CheckpointChanged,
                                          CheckpointNotFound,
                                          StorageError,
                                          StorageUnavailable,
@@ -20,7 +21,8 @@ from controlplane.storage.shared_fs import LocalDirectoryStorage
 from controlplane.storage.transfer import TransferSettings
 
 __all__ = [
-    "AccessDenied", "BucketNotFound", "CheckpointNotFound", "GCSStorage", "LocalDirectoryStorage", "ObjectStore",
+    "AccessDenied", "BucketNotFound", "CheckpointChanged", "CheckpointNotFound", "GCSStorage", "LocalDirectoryStorage",
+    "ObjectStore",
     "S3Storage", "StorageError", "StorageManager", "StorageUnavailable", "TransferSettings", "directory_resources",
     "from_config",
 ]

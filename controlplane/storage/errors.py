@@ -34,6 +34,15 @@ class CheckpointNotFound(StorageError, FileNotFoundError):
     """
 
 
+class CheckpointChanged(StorageError):
+    """A checkpoint's file differs from the sha256 recorded when it was reported (changed, missing or
+    added since): it is refused, never loaded. ``path`` is the file's name in the checkpoint."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 @contextlib.contextmanager
 def translated(translate: Callable[..., StorageError | None], **where: object) -> Iterator[None]:
     """Raises ``translate(exc, **where)`` for an SDK error inside the block (chained to it); our

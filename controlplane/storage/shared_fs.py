@@ -1,7 +1,12 @@
 """Checkpoints as directories ``<base>/<uuid>`` on a file system this process can see.
 
-Used for ``shared_fs`` (the agent mounts ``host_path`` into the task) and ``directory``. A writer
-stages into a temporary sibling and renames it into place, so a directory that exists is complete.
+Used for ``shared_fs`` and ``directory``. A writer stages into a temporary sibling and renames it
+into place, so a directory that exists is complete.
+
+A task never sees a ``shared_fs`` host_path itself: the agent mounts its allocation's staging
+directory (``staging_dir``: ``<host_path>/.staging/<allocation id>``, on the same file system) at
+the container_path, plus, read-only, the checkpoints it may read. The master publishes a reported
+checkpoint from there (``controlplane/master/services/checkpoint_files.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,22 @@ from controlplane.storage.base import StorageManager, check_uuid, directory_reso
 from controlplane.storage.errors import CheckpointNotFound
 
 _STAGING = ".tmp-"
+STAGING_DIR = ".staging"  # <host_path>/.staging/<allocation id>: a task's writable view of a shared_fs
+
+
+def staging_dir(host_path: Path, allocation_id: str) -> Path:
+    """Where an allocation's tasks write their ``shared_fs`` checkpoints until the master publishes them."""
+    return Path(host_path) / STAGING_DIR / check_uuid(allocation_id)
+
+
+def storage_subdir(storage_path: str | None) -> str | None:
+    """A ``storage_path`` as a relative path inside host_path ("" for none), or None if it leaves it."""
+    if not storage_path:
+        return ""
+    rel = os.path.normpath(storage_path)
+    if os.path.isabs(rel) or rel == ".." or rel.startswith("../"):
+        return None
+    return "" if rel == "." else rel
 
 
 class LocalDirectoryStorage(StorageManager):
@@ -56,10 +77,20 @@ class LocalDirectoryStorage(StorageManager):
         yield self._existing(ckpt_uuid)
 
     def delete(self, ckpt_uuid: str) -> None:
-        try:
-            shutil.rmtree(self._final(ckpt_uuid))
-        except FileNotFoundError:  # already gone: deleting is idempotent; any other failure is raised
-            pass
+        def writable_again(func, target, exc_info) -> None:  # noqa: ANN001 - a published checkpoint is read-only
+            if isinstance(exc_info[1], FileNotFoundError):
+                return
+            if not isinstance(exc_info[1], PermissionError):
+                raise exc_info[1]
+            os.chmod(os.path.dirname(target), 0o700)
+            if func is os.rmdir or func is os.unlink:
+                func(target)
+            else:
+                shutil.rmtree(target)
+
+        final = self._final(ckpt_uuid)
+        if final.is_dir() and not final.is_symlink():  # already gone: deleting is idempotent
+            shutil.rmtree(final, onerror=writable_again)
 
     def resources(self, ckpt_uuid: str) -> dict[str, int]:
         return directory_resources(self._existing(ckpt_uuid))
@@ -67,7 +98,8 @@ class LocalDirectoryStorage(StorageManager):
     def list_checkpoints(self) -> list[str]:
         if not self.base.is_dir():
             return []
-        return sorted(p.name for p in self.base.iterdir() if p.is_dir() and _STAGING not in p.name)
+        return sorted(p.name for p in self.base.iterdir()
+                      if p.is_dir() and _STAGING not in p.name and not p.name.startswith("."))
 
     def _existing(self, ckpt_uuid: str) -> Path:
         path = self._final(ckpt_uuid)

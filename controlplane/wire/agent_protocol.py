@@ -96,6 +96,9 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # The task environment to run in (one of Register.environments), picked from the
     # experiment's environment.image by this agent's slot type.
     environment: str = DEFAULT_ENVIRONMENT
+    # Checkpoints of a shared_fs storage the task may read (its trial's, what it warm-starts from),
+    # mounted read-only at the container path; the rest of host_path is not in the task's view.
+    readable_checkpoints: list[str] = []
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):

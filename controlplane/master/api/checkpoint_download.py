@@ -1,7 +1,9 @@
 """`GET /checkpoints/{uuid}`: a checkpoint as a tar.gz stream, for clients that cannot reach its
 storage (`det checkpoint download --mode master`, Determined's route outside /api/v1).
 
-Users may download any checkpoint (VIEW); a task token only its own experiment's."""
+Users may download any checkpoint (VIEW); a task token only its own experiment's. The files are
+read from storage and checked against the sha256 recorded with the report before a byte is sent:
+a changed, missing or added file is a 409 naming it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from litestar.response import File
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.params import CheckpointUuid
 from controlplane.master.authz import Action, opt
-from controlplane.master.errors import ApiError, NotFound
+from controlplane.master.errors import ApiError, Conflict, NotFound
 from controlplane.master.services import checkpoint_gc as gc
 from controlplane.master.services import checkpoints as svc
 
@@ -27,12 +29,16 @@ class StorageFailed(ApiError):
     status = 502
 
 
-def _pack(rt, storage_config: dict, uuid: str, work: Path) -> Path:  # noqa: ANN001
-    from controlplane.storage import CheckpointNotFound, StorageError
+def _pack(rt, storage_config: dict, uuid: str, work: Path, digests: dict | None) -> Path:  # noqa: ANN001
+    from controlplane.storage import CheckpointChanged, CheckpointNotFound, StorageError
+    from controlplane.storage.digests import verify
 
     files = work / uuid
     try:
         gc.storage_of(rt, storage_config).download(uuid, files)
+        verify(files, digests, uuid)
+    except CheckpointChanged as e:
+        raise Conflict(str(e)) from e
     except CheckpointNotFound as e:
         raise NotFound(f"checkpoint {uuid}: its files are not in storage ({e})") from e
     except StorageError as e:
@@ -53,7 +59,7 @@ async def download(request: Request, ckpt_uuid: CheckpointUuid) -> File:
         raise NotFound(f"checkpoint {ckpt_uuid} was deleted ({ckpt.delete_reason or 'no reason recorded'})")
     work = Path(tempfile.mkdtemp(prefix="det-ckpt-"))
     try:
-        archive = await asyncio.to_thread(_pack, rt, ckpt.storage, ckpt_uuid, work)
+        archive = await asyncio.to_thread(_pack, rt, ckpt.storage, ckpt_uuid, work, ckpt.digests)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -131,6 +131,7 @@ def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metric
         "state": ckpt.state,
         "training": training,
         "storageId": None,
+        **({"digests": ckpt.digests} if ckpt.digests is not None else {}),  # ours: sha256 per file
         **({"deletion": {"reason": ckpt.delete_reason, "error": ckpt.delete_error or None,
                          "attempts": ckpt.delete_attempts}} if ckpt.delete_reason else {}),
     }

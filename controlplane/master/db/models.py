@@ -250,6 +250,9 @@ class Checkpoint(Base):
     resources: Mapped[dict] = mapped_column(JSON, default=dict)  # relpath -> size in bytes
     size: Mapped[int] = mapped_column(BigInteger, default=0)
     storage: Mapped[dict] = mapped_column(JSON, default=dict)  # checkpoint_storage config used
+    # relpath -> sha256 hex of each file as reported (None: not known, not verified); download and
+    # restore refuse a file that no longer matches (services/checkpoint_files.py)
+    digests: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=None)
     report_time: Mapped[datetime] = _ts()
     # Garbage collection: STATE_PARTIALLY_DELETED means "its files are being deleted" (storage
     # first, then this row becomes STATE_DELETED); the reason and the last failure are kept.

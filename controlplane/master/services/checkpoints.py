@@ -7,6 +7,7 @@ roll a resume point back.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -18,7 +19,7 @@ from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Me
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import fencing
+from controlplane.master.services import checkpoint_files, fencing
 from controlplane.master.services.fields import MAX_INT64, NO_NUL, CheckpointUuid, Id, NewCheckpointUuid, plain_json
 
 STATES = {"STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED", "STATE_ERROR", "STATE_ACTIVE"}
@@ -26,6 +27,7 @@ RelPath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, pattern=NO_
 Size = (Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$")]
         | Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)])
 Ref = Annotated[str, msgspec.Meta(max_length=160, pattern=NO_NUL)]
+Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
 
 
 class CheckpointTraining(msgspec.Struct, rename="camel", kw_only=True):
@@ -47,6 +49,9 @@ class ReportCheckpointRequest(msgspec.Struct, rename="camel", kw_only=True):
     report_time: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     training: CheckpointTraining | None = None
     storage_id: Id | None = None
+    # Ours, not Determined's: {relpath: sha256 hex} of each file, as the core API stored it (cloud
+    # storage); a shared_fs checkpoint's are computed by the master when it publishes the files.
+    digests: Annotated[dict[RelPath, Sha256], msgspec.Meta(max_length=1_000_000)] | None = None
 
 
 class CheckpointMetadataPatch(msgspec.Struct, rename="camel", kw_only=True):
@@ -123,30 +128,30 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
     if isinstance(principal, TaskPrincipal):
         allocation_id, task_id = principal.allocation_id, principal.task_id
     report_time = _report_time(data.report_time)
+    digests = dict(data.digests) if data.digests is not None and data.state == "STATE_COMPLETED" else None
+    if data.state == "STATE_COMPLETED":
+        # The files first, outside the write transaction (hashing takes a while): a shared_fs
+        # checkpoint leaves the task's staging directory and becomes read-only (checkpoint_files.py).
+        async with rt.sessions() as session:
+            found = await _reported_into(session, principal, data, allocation_id)
+        if found is not None:
+            exp = found[1]
+            places = checkpoint_files.shared_fs_places(
+                dict(exp.config.get("checkpoint_storage") or rt.settings.default_checkpoint_storage()),
+                allocation_id, data.uuid)
+            if places is not None:
+                digests = await asyncio.to_thread(checkpoint_files.publish, *places, data.uuid)
 
     async with rt.sessions.begin() as session:
-        existing = await session.get(Checkpoint, data.uuid)
-        alloc = await session.get(Allocation, allocation_id) if allocation_id else None
-        trial_id = alloc.trial_id if alloc is not None else None
-        if trial_id is None and data.training is not None:
-            trial_id = data.training.trial_id
-        if trial_id is None:
-            raise BadRequest("allocationId: unknown allocation and no training.trialId to attach the checkpoint to")
-        trial = await session.get(Trial, trial_id)
-        if trial is None:
-            raise NotFound(f"trial {trial_id} not found")
-        # The caller's own trial (a task: its current run; a user: an experiment they own), checked
-        # in this transaction so a superseded run cannot report.
-        await fencing.hold_trial(session, principal, trial.id)
-        if existing is not None and existing.trial_id not in (None, trial.id):
-            raise Forbidden(f"uuid: checkpoint {data.uuid} belongs to another trial")
-        if existing is not None and not (existing.state == "STATE_ACTIVE" and data.state != "STATE_ACTIVE"):
+        found = await _reported_into(session, principal, data, allocation_id)
+        if found is None:
             return  # a retry of a report that already landed
-        exp = await session.get(Experiment, trial.experiment_id)
+        trial, exp, existing = found
         fields = dict(trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
                       allocation_id=allocation_id, state=data.state, steps_completed=steps, metadata_=metadata,
                       resources=resources, size=sum(resources.values()),
-                      storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time)
+                      storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time,
+                      digests=digests)
         if existing is None:
             session.add(Checkpoint(uuid=data.uuid, **fields))
         else:  # the upload it announced (STATE_ACTIVE) has finished
@@ -157,6 +162,32 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
             if current is None or steps >= current.steps_completed:
                 trial.latest_checkpoint = data.uuid
             trial.total_batches = max(trial.total_batches, steps)
+
+
+async def _reported_into(session, principal: Principal, data: ReportCheckpointRequest,  # noqa: ANN001
+                         allocation_id: str) -> tuple[Trial, Experiment, Checkpoint | None] | None:
+    """(trial, experiment, existing row) the report goes into, if the caller may report there; None
+    for a retry of a report that already landed."""
+    existing = await session.get(Checkpoint, data.uuid)
+    alloc = await session.get(Allocation, allocation_id) if allocation_id else None
+    trial_id = alloc.trial_id if alloc is not None else None
+    if trial_id is None and data.training is not None:
+        trial_id = data.training.trial_id
+    if trial_id is None:
+        raise BadRequest("allocationId: unknown allocation and no training.trialId to attach the checkpoint to")
+    trial = await session.get(Trial, trial_id)
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    # The caller's own trial (a task: its current run; a user: an experiment they own), checked
+    # in this transaction so a superseded run cannot report.
+    await fencing.hold_trial(session, principal, trial.id)
+    if existing is not None and existing.trial_id not in (None, trial.id):
+        raise Forbidden(f"uuid: checkpoint {data.uuid} belongs to another trial")
+    if existing is not None and not (existing.state == "STATE_ACTIVE" and data.state != "STATE_ACTIVE"):
+        return None
+    exp = await session.get(Experiment, trial.experiment_id)
+    assert exp is not None  # a trial's experiment row exists (foreign key)
+    return trial, exp, existing
 
 
 async def set_metadata(rt: MasterRuntime, principal: Principal, ckpt_uuid: str,

@@ -101,8 +101,8 @@ async def test_task_is_confined_and_sees_the_determined_layout(
     assert report["shadow"] != "allowed"
     assert report["pid1"] != "" and "det-agent" not in report["pid1"]  # its own PID namespace
     assert not Path("/etc/sandbox-probe").exists()
-    # the shared_fs container path is the host path
-    assert (secrets["host_path"] / "written-by-task").read_text() == "checkpoint bytes"
+    # the shared_fs container path is the allocation's staging directory in host_path
+    assert (secrets["host_path"] / ".staging" / "s1" / "written-by-task").read_text() == "checkpoint bytes"
     # and the task directory is gone once the allocation has ended
     await master.wait_until(lambda: not (tmp_path / "work" / "tasks" / "s1").exists())
 
@@ -155,3 +155,86 @@ def test_read_only_paths_stay_inside_the_context(tmp_path: Path) -> None:
     (context / "escape").symlink_to(tmp_path / "outside")
     mounts = read_only_mounts(context, ["code", "code/sub", "../outside", "/etc", "escape", "file.txt", "missing"])
     assert [(m.target, m.writable) for m in mounts] == [(f"{WORKDIR}/code", False), (f"{WORKDIR}/code/sub", False)]
+
+
+TAMPER_PY = """\
+import json, os, sys
+
+base, other, own = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def attempt(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError as e:
+        return type(e).__name__
+
+def overwrite(path):
+    with open(path, "wb") as f:
+        f.write(b"planted pickle")
+
+report = {
+    "listing": attempt(lambda: os.listdir(base)) == "allowed" and sorted(os.listdir(base)),
+    "read": attempt(lambda: open(os.path.join(base, other, "state.pt"), "rb").read()),
+    "overwrite": attempt(lambda: overwrite(os.path.join(base, other, "state.pt"))),
+    "add": attempt(lambda: overwrite(os.path.join(base, other, "extra.pt"))),
+    "replace": attempt(lambda: os.rename(os.path.join(base, other), os.path.join(base, "moved"))),
+    "own_read": open(os.path.join(base, own, "state.pt"), "rb").read().decode(),
+    "own_overwrite": attempt(lambda: overwrite(os.path.join(base, own, "state.pt"))),
+}
+os.makedirs(os.path.join(base, "bobs-own"))
+overwrite(os.path.join(base, "bobs-own", "state.pt"))
+print("REPORT " + json.dumps(report))
+"""
+
+
+def _completed_checkpoint(host_path: Path, uuid: str) -> str:
+    """A checkpoint as another user's trial left it (owned by the task uid, 0644): its sha256."""
+    import hashlib
+
+    ckpt = host_path / uuid
+    ckpt.mkdir(parents=True)
+    (ckpt / "state.pt").write_bytes(b"admin's weights")
+    if os.geteuid() == 0:
+        os.chown(host_path, 65534, 65534)
+        chown = [ckpt, ckpt / "state.pt"]
+        for p in chown:
+            os.chown(p, 65534, 65534)
+    return hashlib.sha256((ckpt / "state.pt").read_bytes()).hexdigest()
+
+
+async def test_a_task_can_neither_read_nor_change_another_trials_checkpoint(
+        master: FakeMaster, start_agent: AgentFactory, tmp_path: Path) -> None:
+    """Bob's trial, on the shared_fs storage admin's trial wrote to: admin's completed checkpoint
+    is not there for it (not listed, not readable, not writable, not replaceable); its own trial's
+    checkpoint that the master names is there read-only; what it writes stays in its own
+    allocation's staging directory."""
+    import hashlib
+
+    host_path = tmp_path / "checkpoints"
+    other = "0b1e4a8e-0000-4000-8000-000000000001"
+    own = "0b1e4a8e-0000-4000-8000-000000000002"
+    digest = _completed_checkpoint(host_path, other)
+    _completed_checkpoint(host_path, own)
+    start_agent(master)
+    await master.wait_until(lambda: master.registers)
+    msg = start_task(master, "bob1", ["python3", "tamper.py", SHARED_FS_CONTAINER_PATH, other, own],
+                     files={"tamper.py": TAMPER_PY})
+    msg.readable_checkpoints = [own]
+    msg.trial_info = {"trial_id": 8, "experiment_id": 4,
+                      "config": {"checkpoint_storage": {"type": "shared_fs", "host_path": str(host_path)}}}
+    await master.send(msg)
+    done = await master.wait_until(lambda: exited(master, "bob1"))
+    lines = [ln.message for ln in lines_of(master, "bob1")]
+    assert done.exit_code == 0, "\n".join(lines)
+    report = json.loads(next(m for m in lines if m.startswith("REPORT "))[len("REPORT "):])
+
+    assert report["listing"] == [own], report
+    assert report["read"] == "FileNotFoundError"
+    assert report["overwrite"] != "allowed" and report["add"] != "allowed" and report["replace"] != "allowed"
+    assert hashlib.sha256((host_path / other / "state.pt").read_bytes()).hexdigest() == digest
+    assert report["own_read"] == "admin's weights" and report["own_overwrite"] != "allowed"
+    assert sorted(p.name for p in (host_path / other).iterdir()) == ["state.pt"]
+    assert not (host_path / "bobs-own").exists()
+    staged = host_path / ".staging" / "bob1" / "bobs-own" / "state.pt"
+    assert staged.read_bytes() == b"planted pickle"

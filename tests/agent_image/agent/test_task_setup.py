@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from agent_image.agent.task_setup import build_command, build_env, make_host_dir, write_info_files
+from agent_image.agent.task_setup import build_command, build_env, make_staging_dir, write_info_files
 from agent_image.agent.tasks import exit_code_of
 from controlplane.wire.agent_protocol import Slot, StartTask
 
@@ -127,28 +127,30 @@ def test_legacy_trial_entrypoint_runs_the_harness_or_the_torch_launcher(tmp_path
         "source ./startup-hook.sh && exec python3 -m determined.launch.torch_distributed --trial model_def:MyTrial"]
 
 
-def test_a_host_path_another_agent_creates_at_the_same_moment_is_used(tmp_path, monkeypatch):
-    """Two agents of one machine start a gang's ranks together: each finds the shared_fs host_path
-    missing and creates it; the one that comes second must go on (it failed the gang with EEXIST)."""
-    host_path = tmp_path / "checkpoints"
+def test_a_staging_dir_another_agent_creates_at_the_same_moment_is_used(tmp_path, monkeypatch):
+    """Two agents of one machine start a gang's ranks together: each finds the allocation's shared_fs
+    staging directory missing and creates it; the one that comes second must go on (EEXIST failed the gang)."""
+    staging = tmp_path / "checkpoints" / ".staging" / "alloc-1"
     real_mkdir = Path.mkdir
 
     def other_agent_first(self: Path, *args: object, **kwargs: object) -> None:
-        if self == host_path and not self.exists():
+        if self in (staging, staging.parent) and not self.exists():
             real_mkdir(self, parents=True)  # the other agent wins the race
         real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Path, "mkdir", other_agent_first)
-    make_host_dir(host_path, None)
-    assert host_path.is_dir()
+    make_staging_dir(staging, None)
+    assert staging.is_dir()
 
 
-def test_a_new_host_path_is_given_to_the_tasks_user_and_an_existing_one_is_left_alone(tmp_path, monkeypatch):
+def test_only_the_allocations_staging_dir_is_given_to_the_tasks_user(tmp_path, monkeypatch):
     chowned: list[tuple[str, int, int]] = []
     monkeypatch.setattr(os, "chown", lambda path, uid, gid: chowned.append((str(path), uid, gid)))
-    make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
-    make_host_dir(tmp_path / "new" / "ckpts", (65534, 65534))
-    assert chowned == [(str(tmp_path / "new" / "ckpts"), 65534, 65534)]
+    staging = tmp_path / "ckpts" / ".staging" / "alloc-1"
+    make_staging_dir(staging, (65534, 65534))
+    make_staging_dir(staging, (65534, 65534))
+    assert {c for c in chowned} == {(str(staging), 65534, 65534)}
+    assert staging.parent.stat().st_mode & 0o777 == 0o700  # no other user lists what is staged
 
 
 def test_determineds_harness_broadcasts_on_the_allocations_own_ports(tmp_path: Path) -> None:
