@@ -619,8 +619,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local = targets.add_parser("local", help="a master and agents as local processes")
     sub = local.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("up", help="start a local master and agents (or restart the agents of a recorded "
-                                  "cluster that died)")
+    p = sub.add_parser("up", help="start a local master and agents (on a recorded cluster: start again only "
+                                  "the master or agents that died; never stops a process)")
     p.add_argument("--port", type=int, default=None, help="master port (default 8080)")
     p.add_argument("--agents", type=int, default=1, help="number of agents (default 1)")
     p.add_argument("--slots-per-agent", type=int, default=1, help="slots each agent offers (default 1)")
