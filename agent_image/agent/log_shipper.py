@@ -3,6 +3,9 @@
 A batch goes to the outbox every ``interval`` seconds or as soon as ``max_lines`` lines are
 waiting. Every line is also appended to ``<task dir>/logs/<stdtype>.log``. :meth:`close`
 flushes the rest, so the caller can queue ``TaskExited`` strictly after the last batch.
+
+The file is a copy: when it cannot be written (a full disk, ENOSPC) the shipper says so once and
+goes on shipping lines to the master without it; a task's output is never left unread.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import BinaryIO
 
 from controlplane.common.log_lines import MARKER_ROOM, MAX_LINE_BYTES, cut
 from controlplane.wire.agent_protocol import LogLine, TaskLogs
@@ -50,6 +54,12 @@ async def read_line(stream: asyncio.StreamReader) -> tuple[bytes, int] | None:
             return bytes(head), total
 
 
+def _close_quietly(sink: BinaryIO) -> None:
+    """Closes a log file whose buffered bytes may not fit on the disk any more."""
+    with contextlib.suppress(OSError):
+        sink.close()
+
+
 class LogShipper:
     def __init__(
         self,
@@ -66,10 +76,20 @@ class LogShipper:
         self._max_lines = max_lines
         self._pending: list[LogLine] = []
         self._ticker: asyncio.Task[None] | None = None
+        self.file_error: OSError | None = None  # why the log files stopped being written
 
     def start(self) -> None:
-        self._log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._file_failed(exc)
         self._ticker = asyncio.create_task(self._tick())
+
+    def _file_failed(self, exc: OSError) -> None:
+        if self.file_error is None:
+            self.file_error = exc
+            log.warning("%s: cannot write the task's log files in %s (%s); its lines still go to the master",
+                        self.allocation_id, self._log_dir, exc.strerror or exc)
 
     async def _tick(self) -> None:
         while True:
@@ -89,8 +109,13 @@ class LogShipper:
     async def pump(self, stream: asyncio.StreamReader, stdtype: str) -> None:
         """Read ``stream`` to EOF, one line at a time; a line past ``MAX_LINE_BYTES`` is shipped (and
         written to the task's log file) as its first part and a marker (``controlplane/common/log_lines.py``)."""
-        path = self._log_dir / f"{stdtype}.log"
-        with open(path, "ab") as sink:
+        sink = None
+        if self.file_error is None:
+            try:
+                sink = open(self._log_dir / f"{stdtype}.log", "ab")  # noqa: SIM115 - closed below
+            except OSError as exc:
+                self._file_failed(exc)
+        try:
             while True:
                 try:
                     read = await read_line(stream)
@@ -99,10 +124,19 @@ class LogShipper:
                     break
                 if read is None:
                     break
-                text = cut(*read)
-                sink.write(text.encode("utf-8", errors="replace") + b"\n")
-                sink.flush()
-                self.add(parse_line(decode_line(text.encode("utf-8", errors="replace")), stdtype))
+                text = cut(*read).encode("utf-8", errors="replace")
+                if sink is not None:
+                    try:
+                        sink.write(text + b"\n")
+                        sink.flush()
+                    except OSError as exc:
+                        self._file_failed(exc)
+                        _close_quietly(sink)
+                        sink = None
+                self.add(parse_line(decode_line(text), stdtype))
+        finally:
+            if sink is not None:
+                _close_quietly(sink)
 
     async def close(self) -> None:
         if self._ticker is not None:

@@ -43,3 +43,24 @@ async def test_a_50_mb_line_keeps_its_first_part_and_says_how_much_was_cut(tmp_p
     assert exact == "b" * MAX_LINE_BYTES
     written = (tmp_path / "logs" / "stdout.log").read_text().splitlines()
     assert written == lines  # the task's log file on the agent holds the same lines
+
+
+async def test_a_full_disk_stops_the_log_file_but_every_line_still_reaches_the_master(tmp_path, caplog):
+    """ENOSPC on the task's log file (the data dir's disk full): said once, the pump goes on; before,
+    the pump died ("Task exception was never retrieved") and the task's output was left unread."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "stdout.log").symlink_to("/dev/full")  # every write: OSError 28, No space left on device
+    stream = asyncio.StreamReader()
+    stream.feed_data(b"".join(b"line %d\n" % i for i in range(300)))
+    stream.feed_eof()
+    outbox = Outbox()
+    shipper = LogShipper("alloc-1", outbox, logs, interval=3600)
+    shipper.start()
+    await asyncio.wait_for(shipper.pump(stream, "stdout"), 30)
+    await shipper.close()
+    lines = [line.message for batch in list(outbox._items) if isinstance(batch, TaskLogs) for line in batch.lines]
+    assert lines == [f"line {i}" for i in range(300)]
+    assert shipper.file_error is not None and shipper.file_error.errno == 28
+    said = [r for r in caplog.records if "cannot write the task's log files" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
