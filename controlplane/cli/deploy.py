@@ -397,8 +397,8 @@ def _restart_dead_agents(data_dir: Path, record: Record, master_restarted: bool 
 
 
 def _port_taken(host: str, port: int) -> str | None:
-    """Why `port` cannot be the master's: None when it is free."""
-    if port_free("0.0.0.0" if host in ("0.0.0.0", "::") else host, port):
+    """Why `port` cannot be the master's (bound at `host`): None when it is free."""
+    if port_free("0.0.0.0" if host in ("0.0.0.0", "::") else _master_host({"host": host})[1], port):
         return None
     holders = procs.listening_pids(port)
     by = f" by pid {', '.join(map(str, holders))}" if holders else " by another process"
