@@ -7,6 +7,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
@@ -17,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api import docs, routes, task_proxy
 from controlplane.master.api.auth_guard import authorize_route
+from controlplane.master.db import outage
 from controlplane.master.db.engine import describe_error, make_engine, make_sessionmaker
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
@@ -98,7 +100,17 @@ def _illegal_transition(request: Request, exc: IllegalTransition) -> Response:
     return Response(error_body(message, 409), status_code=409)
 
 
+def _unavailable(request: Request, cause: str) -> Response:
+    """The database is unreachable or the disk full: 503 naming it, and when to try again. The
+    runtime's DatabaseHealth logs the outage once, not once per request."""
+    request.app.state.runtime.db_health.failed(cause)
+    return Response(error_body(cause, 503), status_code=503, headers={"Retry-After": str(outage.RETRY_AFTER_S)})
+
+
 def _internal_error(request: Request, exc: Exception) -> Response:
+    cause = outage.cause_of(exc)
+    if cause is not None:
+        return _unavailable(request, cause)
     if isinstance(exc, DBAPIError):  # its traceback's messages may quote the values bound to the statement
         log.error("internal error on %s %s: %s", request.method, request.url.path, describe_error(exc))
     else:
@@ -172,6 +184,8 @@ def build_runtime(settings: MasterSettings) -> MasterRuntime:
     rt = MasterRuntime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
                        master_id=str(uuid.uuid4()))
     rt.hub = AgentHub()
+    if engine.dialect.name == "sqlite" and engine.url.database:  # a full disk is over once it has room again
+        rt.db_health.has_space = outage.free_space_check(str(Path(engine.url.database).parent))
     rt.log_ring = LogRing(secrets=(settings.join_token,))
     rt.orchestrator = Orchestrator(rt)
     from controlplane.master.autoscaling import service as autoscaling

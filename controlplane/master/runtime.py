@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from controlplane.master.db.outage import DatabaseHealth
 from controlplane.master.settings import MasterSettings
 from controlplane.master.stream_slots import StreamSlots
 
@@ -52,6 +53,7 @@ class MasterRuntime:
     master_id: str = ""
     notifier: Notifier = field(default_factory=Notifier)
     streams: StreamSlots = field(default_factory=StreamSlots)  # long answers' slots (stream_slots.py)
+    db_health: DatabaseHealth = field(default_factory=DatabaseHealth)  # database outages, logged once (db/outage.py)
     # Wired by create_app right after construction (they need the runtime themselves).
     hub: AgentHub = field(init=False)
     orchestrator: Orchestrator = field(init=False)

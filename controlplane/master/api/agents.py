@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from functools import partial
 from typing import Annotated
 
 import msgspec
@@ -23,9 +24,11 @@ from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.api.paging_params import Limit, Offset
 from controlplane.master.authz import Action, opt
+from controlplane.master.db import outage
 from controlplane.master.db.models import Agent, Allocation
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import gang
+from controlplane.master.orchestration.agent_inbox import AgentInbox, RecordDisconnect, RecordRegistration
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.services import logs as log_service
 from controlplane.master.services.paging import Pagination, page_size, pagination
@@ -72,20 +75,32 @@ async def agent_socket(socket: WebSocket) -> None:
                            running_at_register=frozenset(first.running),
                            address=(first.addresses or ["127.0.0.1"])[0],
                            environments=tuple(dict.fromkeys(first.environments)))
-    registered = await rt.orchestrator.agent_registered(conn, first)
+    inbox = rt.hub.inboxes.get(conn.agent_id)
+    if inbox is None:
+        inbox = rt.hub.inboxes[conn.agent_id] = AgentInbox(conn.agent_id, partial(_apply, rt, conn.agent_id),
+                                                         rt.db_health)
+    try:
+        if len(inbox):  # what an earlier connection delivered is applied first
+            raise _Deferred()
+        registered = await rt.orchestrator.agent_registered(conn, first)
+    except Exception as exc:
+        cause = outage.cause_of(exc)
+        if cause is None and not isinstance(exc, _Deferred):
+            raise
+        # The database is unavailable (or busy with this agent's backlog): the agent is answered from
+        # memory (its window, no kills) and keeps its tasks; the registration is recorded, and stale
+        # tasks killed, once the database is back.
+        if cause is not None:
+            rt.db_health.failed(cause)
+        registered = rt.orchestrator.agent_attached(conn, first)
+        inbox.put(RecordRegistration(conn, first))
     await socket.send_text(wire.encode(registered).decode())
     writer = asyncio.create_task(_writer(socket, conn))
     try:
-        while True:
+        while True:  # only reads: the inbox applies, so pings are answered while the database is down
             msg = wire.decode_from_agent(await socket.receive_text())
-            if isinstance(msg, wire.TaskLogs):
-                await log_service.ingest_agent_logs(rt, conn.agent_id, msg)
-            elif isinstance(msg, wire.TaskStarted):
-                await rt.orchestrator.task_started(conn.agent_id, msg)
-            elif isinstance(msg, wire.TaskExited):
-                await rt.orchestrator.task_exited(conn.agent_id, msg)
-            elif isinstance(msg, wire.InstanceInterrupted):
-                await rt.orchestrator.agent_interrupted(conn.agent_id, msg.reason)
+            if isinstance(msg, wire.TaskLogs | wire.TaskStarted | wire.TaskExited | wire.InstanceInterrupted):
+                inbox.put(msg)
     except WebSocketDisconnect:
         pass
     except msgspec.DecodeError as e:
@@ -93,7 +108,33 @@ async def agent_socket(socket: WebSocket) -> None:
         await _close_quietly(socket, CLOSE_BAD_MESSAGE, "bad message")
     finally:
         writer.cancel()
-        await rt.orchestrator.agent_disconnected(conn)
+        if rt.orchestrator.agent_detached(conn):
+            inbox.put(RecordDisconnect(conn))
+
+
+class _Deferred(Exception):
+    """This agent's inbox still holds messages: its registration is recorded after them."""
+
+
+async def _apply(rt, agent_id: str, item: object) -> None:  # noqa: ANN001
+    """One message from an agent's inbox (orchestration/agent_inbox.py)."""
+    if isinstance(item, RecordRegistration):
+        registered = await rt.orchestrator.agent_registered(item.conn, item.register)
+        if registered.kill:
+            item.conn.send(registered)  # the agent kills what the master no longer runs
+        return
+    if isinstance(item, RecordDisconnect):
+        await rt.orchestrator.agent_disconnect_recorded(item.conn)
+        return
+    msg = item
+    if isinstance(msg, wire.TaskLogs):
+        await log_service.ingest_agent_logs(rt, agent_id, msg)
+    elif isinstance(msg, wire.TaskStarted):
+        await rt.orchestrator.task_started(agent_id, msg)
+    elif isinstance(msg, wire.TaskExited):
+        await rt.orchestrator.task_exited(agent_id, msg)
+    elif isinstance(msg, wire.InstanceInterrupted):
+        await rt.orchestrator.agent_interrupted(agent_id, msg.reason)
 
 
 async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:

@@ -11,6 +11,7 @@ from controlplane.autoscaler import PoolScaling
 from controlplane.common.aio import wait_for_wake
 from controlplane.config import fields as f
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
+from controlplane.master.db import outage
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.settings import parse_duration
@@ -116,7 +117,11 @@ class AutoscalerService:
                     await scaler.tick()
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # one pool's bad tick must not stop the others
-                    log.exception("autoscaler tick for pool %s failed", scaler.pool)
+                except Exception as exc:  # one pool's bad tick must not stop the others
+                    cause = outage.cause_of(exc)
+                    if cause is None:
+                        log.exception("autoscaler tick for pool %s failed", scaler.pool)
+                    else:  # logged once by db_health; the next tick retries
+                        self.rt.db_health.failed(cause)
             await asyncio.sleep(min(MIN_TICK_GAP_S, self.tick_s))  # bounds cloud API calls under a storm
             await wait_for_wake(self._wake, self.tick_s - MIN_TICK_GAP_S)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from controlplane.master.db import outage
 from controlplane.master.db.models import Experiment
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoint_gc as gc
@@ -91,6 +92,10 @@ class CheckpointGcLoop:
                 await self.run_once(loop.time())
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bad pass must not stop GC for good
-                log.exception("checkpoint GC pass failed")
+            except Exception as exc:  # a bad pass must not stop GC for good
+                cause = outage.cause_of(exc)
+                if cause is None:
+                    log.exception("checkpoint GC pass failed")
+                else:  # logged once by db_health; the next pass retries
+                    self.rt.db_health.failed(cause)
             await asyncio.sleep(SCAN_S)

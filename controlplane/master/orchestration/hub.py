@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from controlplane.master.orchestration.agent_inbox import AgentInbox
 from controlplane.wire import agent_protocol as wire
 
 
@@ -46,6 +47,8 @@ class AgentHub:
         self.away_since: dict[str, float] = {}
         # agent id -> the environments it offered when it last registered with this master.
         self.environments: dict[str, tuple[str, ...]] = {}
+        # agent id -> what it sent that is still to be applied (agent_inbox.py)
+        self.inboxes: dict[str, AgentInbox] = {}
 
     def attach(self, conn: AgentConnection) -> AgentConnection | None:
         """Adds a connection; returns the one it replaces (an agent that reconnected fast)."""
@@ -62,6 +65,14 @@ class AgentHub:
             self.away_since[conn.agent_id] = self.clock()
             return True
         return False
+
+    def pending_exits(self) -> set[str]:
+        """Allocations whose exit an agent reported and the master has not applied yet."""
+        return set().union(*(inbox.pending_exits() for inbox in self.inboxes.values()))
+
+    def close_inboxes(self) -> None:
+        for inbox in self.inboxes.values():
+            inbox.close()
 
     def lost(self, wait_s: float) -> list[str]:
         """Agents away for longer than `wait_s`."""

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
+from controlplane.master.db import outage
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
 from controlplane.master.orchestration import (
     gang,
@@ -48,6 +49,8 @@ RESTART_GRACE_S = 10.0
 # An agent that re-registers without an allocation it was running gets this long to deliver
 # the allocation's buffered exit before the allocation is declared lost.
 ORPHAN_GRACE_S = 5.0
+# While the database is unavailable the tick is retried with a growing wait, at most this.
+OUTAGE_BACKOFF_MAX_S = 5.0
 
 
 def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None:
@@ -88,6 +91,7 @@ class Orchestrator:
 
     async def stop(self) -> None:
         self._stopping = True
+        self.rt.hub.close_inboxes()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -99,14 +103,25 @@ class Orchestrator:
         self._wake.set()
 
     async def _loop(self) -> None:
+        backoff = 0.0  # while the database is unavailable: waits between ticks, up to OUTAGE_BACKOFF_MAX_S
         while not self._stopping:
             await wait_for_wake(self._wake, TICK_S)
+            if backoff:
+                await asyncio.sleep(backoff)
             try:
                 await self.tick()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one bad tick must not stop the master
-                log.exception("orchestrator tick failed")
+            except Exception as exc:  # one bad tick must not stop the master
+                cause = outage.cause_of(exc)
+                if cause is None:
+                    log.exception("orchestrator tick failed")
+                else:  # logged once by db_health; the tick is retried when the database is back
+                    self.rt.db_health.failed(cause)
+                    backoff = min(OUTAGE_BACKOFF_MAX_S, max(TICK_S, backoff * 2))
+                continue
+            backoff = 0.0
+            self.rt.db_health.succeeded()
 
     async def tick(self) -> None:
         async with self.transaction() as session:
@@ -221,25 +236,46 @@ class Orchestrator:
                     gang.mark_started(alloc, reg.agent_id)
                     if alloc.state == A.ASSIGNED:
                         await self._mark_started(session, alloc, "running on the agent (seen at reconnect)")
-            old = self.rt.hub.attach(conn)
-            if old is not None:
-                old.outbox.put_nowait(None)  # stop the stale writer
+            self._attach(conn)
         log.info("agent %s registered: pool %s, %d slot(s), %d running", reg.agent_id, reg.pool,
                  len(reg.slots), len(reg.running))
         self.wake()
         return wire.Registered(cluster_id=self.rt.cluster_id, kill=kill,
                                reconnect_wait_s=self.rt.settings.agent_reconnect_wait_s)
 
+    def _attach(self, conn: AgentConnection) -> None:
+        old = self.rt.hub.attach(conn)
+        if old is not None and old is not conn:
+            old.outbox.put_nowait(None)  # stop the stale writer
+
+    def agent_attached(self, conn: AgentConnection, reg: wire.Register) -> wire.Registered:
+        """A registration answered from memory while the database is unavailable: the agent keeps
+        its tasks and hears from this master; ``agent_registered`` records it (and says what to
+        kill) once the database is back."""
+        self._attach(conn)
+        log.info("agent %s reconnected while the database is unavailable: %d running, recorded later",
+                 reg.agent_id, len(reg.running))
+        return wire.Registered(cluster_id=self.rt.cluster_id, kill=[],
+                               reconnect_wait_s=self.rt.settings.agent_reconnect_wait_s)
+
     async def agent_disconnected(self, conn: AgentConnection) -> None:
+        if self.agent_detached(conn):
+            await self.agent_disconnect_recorded(conn)
+
+    def agent_detached(self, conn: AgentConnection) -> bool:
+        """The connection ended; False when a newer one of the agent replaced it. Its window starts now."""
         if not self.rt.hub.detach(conn):
-            return
-        async with self.transaction() as session:
-            agent = await session.get(Agent, conn.agent_id)
-            if agent is not None:
-                agent.connected = False
-                agent.last_seen = utcnow()
+            return False
         log.warning("agent %s disconnected; it has %.0fs to come back", conn.agent_id,
                     self.rt.settings.agent_reconnect_wait_s)
+        return True
+
+    async def agent_disconnect_recorded(self, conn: AgentConnection) -> None:
+        async with self.transaction() as session:
+            agent = await session.get(Agent, conn.agent_id)
+            if agent is not None and conn.agent_id not in self.rt.hub.connections:
+                agent.connected = False
+                agent.last_seen = utcnow()
 
     async def task_started(self, agent_id: str, msg: wire.TaskStarted) -> None:
         async with self.transaction() as session:
@@ -480,9 +516,10 @@ class Orchestrator:
 
     async def _reap_lost_agents(self, session: AsyncSession) -> None:
         wait = self.rt.settings.agent_reconnect_wait_s
+        exiting = self.rt.hub.pending_exits()  # their exits wait in an inbox: they ended, not lost
         for agent_id in self.rt.hub.lost(wait):
             del self.rt.hub.away_since[agent_id]
-            allocs = await self._live_allocations_on(session, agent_id)
+            allocs = [a for a in await self._live_allocations_on(session, agent_id) if a.id not in exiting]
             if allocs:
                 log.warning("agent %s stayed away past %.0fs: re-queueing %d allocation(s)",
                             agent_id, wait, len(allocs))
@@ -495,6 +532,7 @@ class Orchestrator:
         # for the database under load) would move the registration later and make work assigned
         # just after it look like work the agent forgot.
         now, wall_now = time.monotonic(), utcnow()
+        exiting = self.rt.hub.pending_exits()  # reported exits the database has not taken yet
         for conn in list(self.rt.hub.connections.values()):
             if now - conn.registered_at < ORPHAN_GRACE_S:
                 continue
@@ -503,7 +541,7 @@ class Orchestrator:
                 assigned = aware(alloc.assigned_at)
                 mine = next(r for r in gang.resources_of(alloc) if r["agent_id"] == conn.agent_id)
                 if (assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register
-                        and not mine.get("exited")):
+                        and not mine.get("exited") and alloc.id not in exiting):
                     await self._allocation_lost(session, alloc, f"agent {conn.agent_id} restarted without it")
 
     async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:
