@@ -85,6 +85,7 @@ def client_storage_config(storage: dict) -> tuple[dict, list[str]]:
 
 def _direct(c: dict, dst: Path) -> None:
     from controlplane.storage import from_config
+    from controlplane.storage.digests import verify
 
     storage = ((c.get("training") or {}).get("experimentConfig") or {}).get("checkpoint_storage")
     if not storage:
@@ -97,7 +98,10 @@ def _direct(c: dict, dst: Path) -> None:
               file=sys.stderr)
     store = from_config(storage, dst)
     print(f"Downloading checkpoint {c['uuid']} from {_storage_words(storage)} ...", file=sys.stderr)
+    had_files = dst.is_dir() and any(dst.iterdir())
     store.download(c["uuid"], dst)
+    # refused, naming the file, if one is not what was reported (changed in storage since)
+    verify(dst, c.get("digests"), c["uuid"], others_ok=had_files)
 
 
 def _through_master(session: Session, c: dict, dst: Path) -> None:
@@ -121,7 +125,7 @@ def _through_master(session: Session, c: dict, dst: Path) -> None:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from controlplane.storage import StorageError
+    from controlplane.storage import CheckpointChanged, StorageError
 
     session = session_for(args)
     c = _checkpoint(session, args.uuid)
@@ -133,6 +137,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     if args.mode in ("auto", "direct"):
         try:
             _direct(c, dst)
+        except CheckpointChanged as e:
+            raise CliError(f"downloading checkpoint {args.uuid}: {e}") from None
         except (FileNotFoundError, StorageError) as e:
             if args.mode == "direct":
                 raise CliError(f"downloading checkpoint {args.uuid} from its storage failed: {e}") from None

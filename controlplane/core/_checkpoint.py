@@ -12,6 +12,11 @@ workers is merged (a key two workers give different values is a conflict), a fil
 wrote is stored once if the contents agree and refused if they differ, every worker stores its
 files under that uuid, and once all have finished the chief reports the checkpoint once. If any
 worker fails (while writing or storing) every worker raises, and nothing is reported.
+
+A report carries a sha256 per file (``digests``; on a shared_fs the master computes its own when it
+publishes the files), and ``restore_path`` / ``download`` check the files against what the master
+recorded before handing them over: a file changed, removed or added after the report raises
+``CheckpointChanged`` naming it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from controlplane.core._session import MasterError, Session
 from controlplane.core.storage import StorageManager
 from controlplane.storage import LocalDirectoryStorage
 from controlplane.storage.base import directory_resources
+from controlplane.storage.digests import file_digests, verify
 
 log = logging.getLogger("controlplane.core")
 METADATA_FILE = "metadata.json"
@@ -127,7 +133,8 @@ class CheckpointContext:
         with self._storage.store_path(ckpt_uuid) as path:
             yield path, ckpt_uuid
             (path / METADATA_FILE).write_text(json.dumps(metadata))
-        self._report(ckpt_uuid, metadata)
+            digests = self._digests(path)
+        self._report(ckpt_uuid, metadata, digests)
 
     def upload(self, ckpt_dir: str | Path | None, metadata: dict | None = None, *, shard: bool = False) -> str:
         """Copies a finished directory into storage as a new checkpoint; returns its uuid. With
@@ -146,7 +153,8 @@ class CheckpointContext:
         with self._storage.store_path(ckpt_uuid) as path:
             shutil.copytree(src, path, dirs_exist_ok=True)  # staged like store_path: any backend
             (path / METADATA_FILE).write_text(json.dumps(metadata))
-        self._report(ckpt_uuid, metadata)
+            digests = self._digests(path)
+        self._report(ckpt_uuid, metadata, digests)
         return ckpt_uuid
 
     # ---- sharded: every worker together ------------------------------------------------------
@@ -226,6 +234,9 @@ class CheckpointContext:
                 (staging / name).unlink()
         if dist.rank == 0:
             (staging / METADATA_FILE).write_text(json.dumps(merged))
+        sha256s: dict[str, str] | None = {}
+        for part in dist.allgather(self._digests(staging)):  # every file is stored by one worker
+            sha256s = None if part is None or sha256s is None else {**sha256s, **part}
         error: BaseException | None = None
         try:
             self._store_shard(staging, ckpt_uuid)
@@ -240,7 +251,7 @@ class CheckpointContext:
                 os.replace(self._shard_dir(ckpt_uuid), self._storage.base / ckpt_uuid)
             dist.allgather(None)  # nobody reads the checkpoint before it is in place
         if dist.rank == 0:
-            self._report(ckpt_uuid, merged)
+            self._report(ckpt_uuid, merged, sha256s)
 
     def _raise_if_failed(self, statuses: list, own: BaseException | None, when: str) -> None:
         if own is not None:
@@ -273,14 +284,41 @@ class CheckpointContext:
             log.exception("removing the parts of failed sharded checkpoint %s", ckpt_uuid)
 
     def download(self, storage_id: str, ckpt_dir: str | Path, download_mode: DownloadMode | None = None) -> None:
-        self._storage.download(storage_id, Path(ckpt_dir))
+        """The checkpoint's files into ``ckpt_dir``; raises CheckpointChanged naming a file that is
+        not what was reported (the master's sha256 per file), before anything loads it."""
+        expected = self._expected_digests(storage_id)
+        dst = Path(ckpt_dir)
+        had_files = dst.is_dir() and any(dst.iterdir())
+        self._storage.download(storage_id, dst)
+        verify(dst, expected, storage_id, others_ok=had_files)
 
     @contextlib.contextmanager
     def restore_path(self, storage_id: str, download_mode: DownloadMode | None = None) -> Iterator[Path]:
-        """A local directory with the checkpoint's files. Each worker reads on its own here (any
-        ``download_mode``), so workers need not call it in step."""
+        """A local directory with the checkpoint's files, checked against the sha256 per file the
+        master recorded with the report (CheckpointChanged names a changed, missing or added file).
+        Each worker reads on its own here (any ``download_mode``), so workers need not call it in step."""
+        expected = self._expected_digests(storage_id)
         with self._storage.restore_path(storage_id) as path:
+            verify(path, expected, storage_id)
             yield path
+
+    def _expected_digests(self, storage_id: str) -> dict[str, str] | None:
+        """The sha256 per file the master recorded for the checkpoint; None off the cluster, for a
+        checkpoint it does not know, or one reported without them."""
+        if self._session is None:
+            return None
+        try:
+            found = self._session.get(f"/api/v1/checkpoints/{storage_id}").json()["checkpoint"].get("digests")
+        except MasterError as e:
+            if e.status != 404:
+                raise
+            return None
+        return found if isinstance(found, dict) else None
+
+    def _digests(self, path: Path) -> dict[str, str] | None:
+        """What a report carries: the sha256 of every file, computed before they are uploaded (the
+        master computes a shared_fs checkpoint's itself). None off the cluster: nothing is reported."""
+        return file_digests(path) if self._session is not None and self._info is not None else None
 
     def get_metadata(self, storage_id: str) -> dict:
         """The master's record on the cluster (GET /api/v1/checkpoints/{uuid}); else metadata.json."""
@@ -312,15 +350,16 @@ class CheckpointContext:
         if self._session is not None and self._info is not None:
             self._post(ckpt_uuid, metadata, "STATE_ACTIVE", {})
 
-    def _report(self, ckpt_uuid: str, metadata: dict) -> None:
+    def _report(self, ckpt_uuid: str, metadata: dict, digests: dict[str, str] | None = None) -> None:
         if self._session is None or self._info is None:
             print(f"[checkpoint] {ckpt_uuid} steps_completed={metadata['steps_completed']}", flush=True)
             return
         self._before_report()  # the metrics of this step land before the checkpoint that follows them
         self._post(ckpt_uuid, metadata, "STATE_COMPLETED",
-                   {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()})
+                   {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()}, digests)
 
-    def _post(self, ckpt_uuid: str, metadata: dict, state: str, resources: dict[str, str]) -> None:
+    def _post(self, ckpt_uuid: str, metadata: dict, state: str, resources: dict[str, str],
+              digests: dict[str, str] | None = None) -> None:
         assert self._session is not None and self._info is not None  # callers post only on the cluster
         trial = self._info.trial
         self._session.post("/api/v1/checkpoints", json={
@@ -329,4 +368,5 @@ class CheckpointContext:
             "metadata": metadata,
             "training": {"trialId": trial.trial_id, "experimentId": trial.experiment_id} if trial else {},
             "storageId": self._storage_id,
+            **({"digests": digests} if digests is not None else {}),
         })

@@ -27,14 +27,15 @@ def file_digests(root: Path) -> dict[str, str]:
     return {rel: sha256_file(p) for rel, p in sorted(local_files(root).items())}
 
 
-def verify(root: Path, expected: dict[str, str] | None, ckpt_uuid: str) -> None:
+def verify(root: Path, expected: dict[str, str] | None, ckpt_uuid: str, *, others_ok: bool = False) -> None:
     """Raises CheckpointChanged naming the first file under ``root`` that is not as reported:
-    changed, missing, or not part of the checkpoint. ``expected`` None (a checkpoint reported
-    without digests, before they existed): nothing to check."""
+    changed, missing, or not part of the checkpoint (unless ``others_ok``: a download into a
+    directory that already held files). ``expected`` None (a checkpoint reported without digests,
+    before they existed): nothing to check."""
     if expected is None:
         return
     found = local_files(root)
-    for rel in sorted(set(expected) | set(found)):
+    for rel in sorted(set(expected) | (set() if others_ok else set(found))):
         if rel not in found:
             raise CheckpointChanged(f"checkpoint {ckpt_uuid}: file {rel!r} is missing (it was reported with the "
                                     "checkpoint); refusing it", rel)

@@ -68,4 +68,15 @@ def start_message(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, 
         context_hash=exp.context_hash,
         trial_info=trial_info(exp, trial, latest),
         kill_grace_seconds=kill_grace_s,
+        readable_checkpoints=readable_checkpoints(exp, latest),
     )
+
+
+def readable_checkpoints(exp: Experiment, latest: Checkpoint | None) -> list[str]:
+    """What a trial's task may read of a shared_fs (the agent mounts only these, read-only): the
+    checkpoint it restores from (DET_LATEST_CHECKPOINT) and the one its searcher warm-starts from."""
+    source = (exp.config.get("searcher") or {}).get("source_checkpoint_uuid")
+    uuids = [latest.uuid] if latest is not None else []
+    if isinstance(source, str) and source and source not in uuids:
+        uuids.append(source)
+    return uuids

@@ -82,7 +82,8 @@ class FakeMaster:
             ckpt = self.checkpoints.get(path.rsplit("/", 1)[1])
             if ckpt is None:
                 return 404, {"message": "not found", "error": {"error": "not found"}}
-            return 200, {"checkpoint": {"uuid": ckpt["uuid"], "metadata": ckpt["metadata"]}}
+            return 200, {"checkpoint": {"uuid": ckpt["uuid"], "metadata": ckpt["metadata"],
+                                        **({"digests": ckpt["digests"]} if "digests" in ckpt else {})}}
         if path.endswith("/best_searcher_validation_metric"):
             if self.best_metric is None:
                 return 404, {"message": "none yet", "error": {"error": "none yet"}}

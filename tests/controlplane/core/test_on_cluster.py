@@ -135,6 +135,32 @@ def test_upload_download_and_failed_store(fake_master, on_cluster, tmp_path):
     assert states == ["STATE_ACTIVE", "STATE_COMPLETED", "STATE_ACTIVE"]  # the failed one never completed
 
 
+def test_restore_refuses_a_file_changed_after_the_report_naming_it(fake_master, on_cluster, tmp_path):
+    """A pickle planted in a reported checkpoint is never handed to the code that loads it."""
+    import hashlib
+
+    from controlplane.storage import CheckpointChanged
+
+    with core.init() as ctx:
+        with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+            (path / "state.pt").write_bytes(b"weights")
+        [report] = fake_master.checkpoint_reports()
+        assert report.body["digests"]["state.pt"] == hashlib.sha256(b"weights").hexdigest()
+        with ctx.checkpoint.restore_path(uuid) as restored:
+            assert (restored / "state.pt").read_bytes() == b"weights"
+        (on_cluster / "ckpts" / uuid / "state.pt").write_bytes(b"planted")
+        with pytest.raises(CheckpointChanged, match="'state.pt' was changed"):
+            with ctx.checkpoint.restore_path(uuid):
+                pass
+        with pytest.raises(CheckpointChanged, match="'state.pt' was changed"):
+            ctx.checkpoint.download(uuid, tmp_path / "dst")
+        (on_cluster / "ckpts" / uuid / "state.pt").write_bytes(b"weights")
+        (on_cluster / "ckpts" / uuid / "extra.pkl").write_bytes(b"planted")
+        with pytest.raises(CheckpointChanged, match="'extra.pkl' was added"):
+            with ctx.checkpoint.restore_path(uuid):
+                pass
+
+
 def test_searcher_and_progress(fake_master, on_cluster):
     with core.init() as ctx:
         ops = list(_completed(ctx.searcher.operations()))

@@ -67,6 +67,8 @@ async def test_failed_trial_restarts_from_latest_checkpoint_until_max_restarts(a
     assert isinstance(second, wire.StartTask)
     assert second.env["DET_LATEST_CHECKPOINT"] == ckpt and second.env["DET_STEPS_COMPLETED"] == "5"
     assert second.env["DET_TRIAL_RUN_ID"] == "2"
+    # of a shared_fs, its task sees only the checkpoint it restores from (mounted read-only)
+    assert first.readable_checkpoints == [] and second.readable_checkpoints == [ckpt]
     await agent.start(second)
     trial = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"][0]
     assert trial["state"] == "STATE_RUNNING" and trial["restarts"] == 1  # restarted once
