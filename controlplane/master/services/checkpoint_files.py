@@ -82,3 +82,27 @@ def _lock_down(root: Path, ckpt_uuid: str) -> dict[str, str]:
             digests[rel] = sha256_file(path)
         os.chmod(directory, 0o555)
     return dict(sorted(digests.items()))
+
+
+def remove_staging(storage: dict, allocation_ids: list[str]) -> None:
+    """Blocking. Removes what an ended experiment's allocations left in their shared_fs staging
+    directories (a checkpoint written but never reported, the mount points of what they read)."""
+    if storage.get("type") != "shared_fs" or not storage.get("host_path"):
+        return
+    for allocation_id in allocation_ids:
+        path = staging_dir(Path(str(storage["host_path"])), allocation_id)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, onerror=_writable_again)
+
+
+def _writable_again(func, target: str, exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror
+    """A directory a task left without write permission (or a published one) is opened to be emptied."""
+    if isinstance(exc_info[1], FileNotFoundError):
+        return
+    if not isinstance(exc_info[1], PermissionError):
+        raise exc_info[1]
+    os.chmod(os.path.dirname(target), 0o700)
+    if func in (os.rmdir, os.unlink):
+        func(target)
+    else:
+        shutil.rmtree(target)

@@ -22,10 +22,11 @@ from controlplane.checkpoint_gc import CheckpointView, SavePolicy, doomed
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action, require_owner
-from controlplane.master.db.models import Checkpoint, Experiment, Metric, StateTransition, Trial
+from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, StateTransition, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import checkpoint_files
 from controlplane.master.services.models import registered_checkpoint_uuids
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
@@ -55,7 +56,24 @@ def _mark(session, ckpt: Checkpoint, reason: str) -> None:  # noqa: ANN001
 
 
 async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
-    """Mark the checkpoints of a finished experiment that its `save_*` policy does not keep."""
+    """Mark the checkpoints of a finished experiment that its `save_*` policy does not keep, and
+    remove what its tasks left in their shared_fs staging directories."""
+    marked = await _mark_experiment(rt, exp_id)
+    async with rt.sessions() as session:
+        exp = await session.get(Experiment, exp_id)
+        if exp is None or exp.state not in TERMINAL_EXPERIMENT:
+            return marked
+        storage = dict(exp.config.get("checkpoint_storage") or rt.settings.default_checkpoint_storage())
+        allocations = list((await session.scalars(select(Allocation.id).join(Trial, Trial.id == Allocation.trial_id)
+                                                  .where(Trial.experiment_id == exp_id))).all())
+    try:
+        await asyncio.to_thread(checkpoint_files.remove_staging, storage, allocations)
+    except OSError as e:  # the next collection of this experiment tries again
+        log.warning("experiment %d: removing its tasks' staging directories failed: %s", exp_id, e)
+    return marked
+
+
+async def _mark_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
     async with rt.sessions.begin() as session:
         exp = await session.get(Experiment, exp_id)
         if exp is None or exp.state not in TERMINAL_EXPERIMENT:

@@ -11,14 +11,16 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from tests.controlplane.master.conftest import FakeAgent, create_experiment
+from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+from tests.controlplane.master.test_checkpoint_gc import until
 from tests.controlplane.master.test_trial_lifecycle import task_headers
 
 
-async def _running(api):  # noqa: ANN001, ANN202
-    agent = FakeAgent(api.rt, slots=1)
+async def _running(api, agent=None):  # noqa: ANN001, ANN202
+    agent = agent or FakeAgent(api.rt, slots=1)
     await agent.register()
-    await create_experiment(api)
+    await create_experiment(api, {**CONFIG, "max_restarts": 0,
+                                  "searcher": {**CONFIG["searcher"], "max_trials": 1}})
     start = await agent.next_message()
     await agent.start(start)
     host = Path(start.trial_info["config"]["checkpoint_storage"]["host_path"])
@@ -96,3 +98,23 @@ async def test_a_checkpoint_holding_a_symbolic_link_is_refused_naming_it(api):
     assert r.status_code == 400 and "'db'" in r.json()["message"], r.text
     answer = (await api.get(f"/api/v1/checkpoints/{ckpt}"))
     assert answer.status_code == 404  # never recorded as a checkpoint
+
+
+async def test_what_an_ended_experiments_tasks_left_in_staging_is_removed(api):
+    """A checkpoint written but never reported (the trial died first) leaves the staging directory
+    with the rest of what the experiment's tasks left there once the experiment has ended."""
+    agent = FakeAgent(api.rt, slots=1)
+    start, host = await _running(api, agent)
+    ckpt = str(uuid.uuid4())
+    r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
+        "uuid": ckpt, "allocationId": start.allocation_id, "state": "STATE_ACTIVE",
+        "metadata": {"steps_completed": 1}})
+    assert r.status_code == 200, r.text
+    staged = _stage(host, start.allocation_id, ckpt)
+    await agent.exit(start.allocation_id, 1)
+
+    async def gone() -> bool:
+        return not staged.parent.exists()
+
+    await until(gone, "the allocation's staging directory to be removed")
+    assert (host / ".staging").is_dir()  # other allocations' stay
