@@ -1,10 +1,11 @@
 """A trial on a real local cluster (`det deploy local`, agents under bubblewrap): it runs as a
 non-root user, sees Determined's /run/determined layout, cannot read the master's data dir or the
 join token, and a checkpoint it writes through the core API to the shared_fs container path lands
-in host_path and downloads through the master."""
+in host_path, read-only with its digests, and downloads through the master."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
@@ -79,6 +80,10 @@ def test_trial_is_sandboxed_and_its_shared_fs_checkpoint_downloads(local_cluster
     # written at the container path, stored in host_path
     assert (host_path / uuid / "where.txt").read_text().startswith("/determined_shared_fs/")
     assert (host_path / uuid / "weights.bin").read_bytes() == b"w" * 1000
+    # published out of the task's staging directory, read-only, owned by nobody the task runs as
+    weights = (host_path / uuid / "weights.bin").stat()
+    assert weights.st_mode & 0o777 == 0o444 and weights.st_uid != seen["uid"]
+    assert ckpt["digests"]["weights.bin"] == hashlib.sha256(b"w" * 1000).hexdigest()
 
     resp = requests.get(f"{cluster.url}/checkpoints/{uuid}", timeout=60,
                         headers={"Authorization": f"Bearer {login(cluster.url)}"})
