@@ -50,8 +50,9 @@ CLOSE_TOKEN_REJECTED = 4401
 REGISTER_TIMEOUT = 30.0
 
 
-# When a master does not say how long it waits for an agent (`agent_reconnect_wait`, 25 s by default).
-DEFAULT_RECONNECT_WAIT_S = 25.0
+# When a master does not say how long it waits for an agent (`agent_reconnect_wait`, 70 s by default:
+# longer than a database failover, during which the master keeps answering its agents).
+DEFAULT_RECONNECT_WAIT_S = 70.0
 ORPHAN_CHECK_S = 0.5
 
 

@@ -28,7 +28,9 @@ class MasterSettings:
     # (a name, or {cpu:, cuda:, rocm:}); None: the agents' own interpreter, ``default``.
     default_image: str | dict[str, str] | None = None
     # An agent away longer than this loses its allocations (re-queued without spending restarts).
-    agent_reconnect_wait_s: float = 25.0
+    # Its agents kill their tasks after hearing nothing for this long less a margin, so it outlasts a
+    # database failover (about 30-60 s on managed PostgreSQL) and a master restart.
+    agent_reconnect_wait_s: float = 70.0
     kill_grace_s: float = 10.0
     # A paused or preempted trial that has not exited this long after the signal is killed.
     preemption_timeout_s: float = 60.0

@@ -180,6 +180,10 @@ def test_a_60s_database_outage_loses_no_acknowledged_report_and_restarts_no_tria
         acked = wait_for(lambda: (a := _acked(api.logs(trial["id"]))) and max(a) >= steps_at_restore and a,
                          bounded(60), "the trial's logs to arrive")
         assert acked - stored == set(), f"acknowledged but not stored: {sorted(acked - stored)[:20]}"
+        wait_for(lambda: "database available again" in master.log_path.read_text(), bounded(30),
+                 "the master to log that the database is back")
+        said = [line for line in master.log_path.read_text().splitlines() if "controlplane.master.database" in line]
+        assert len(said) == 2 and "database unavailable" in said[0], said  # one line down, one line back
         api.s.post(f"{master.url}/api/v1/experiments/{exp_id}/kill", timeout=30)
 
 

@@ -156,6 +156,7 @@ class Orchestrator:
             try:
                 await self.cm.__aexit__(*exc)
                 if exc[0] is None:
+                    self.orch.rt.db_health.succeeded()  # committed: the database is back if it was gone
                     for agent_id, msg in self.orch._outgoing:
                         self.orch.rt.hub.send(agent_id, msg)
                     for key in self.orch._wakeups:
