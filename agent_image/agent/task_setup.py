@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def write_private_text(path: Path, text: str) -> None:
     os.chmod(path, 0o600)
 
 
-def make_staging_dir(staging: Path, owner: tuple[int, int] | None) -> None:
+def make_staging_dir(staging: Path, owner: tuple[int, int] | None, subdirs: Sequence[str] = ()) -> None:
     """Creates an allocation's shared_fs staging directory (``<host_path>/.staging/<allocation>``,
     sandbox.shared_fs_mounts), the only part of host_path its task may write, owned by the task's
     uid; host_path and ``.staging`` stay the agent's (0700: no other user lists what is staged).
@@ -122,8 +123,15 @@ def make_staging_dir(staging: Path, owner: tuple[int, int] | None) -> None:
     with contextlib.suppress(FileExistsError):
         staging.parent.mkdir(mode=0o700)
     staging.mkdir(exist_ok=True)
+    made = [staging]
+    for sub in subdirs:  # the storage_path the read-only checkpoints are mounted in: the task's too
+        for part in reversed([staging / sub, *(staging / sub).parents]):
+            if staging in part.parents and part not in made:
+                part.mkdir(exist_ok=True)
+                made.append(part)
     if owner is not None:
-        os.chown(staging, *owner)
+        for path in made:
+            os.chown(path, *owner)
 
 
 def cuda_slots(slot_ids: list[int], slots: list[Slot]) -> list[Slot]:

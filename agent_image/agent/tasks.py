@@ -247,7 +247,9 @@ class TaskRunner:
         shared = shared_fs_mounts(msg.trial_info, msg.allocation_id, msg.readable_checkpoints)
         owner = self._sandbox.owner
         if shared:
-            make_staging_dir(shared[0].source, owner)
+            # bwrap would make the read-only checkpoints' parents (a storage_path) as root: not writable
+            subdirs = {str(Path(m.target).parent.relative_to(shared[0].target)) for m in shared[1:]} - {"."}
+            make_staging_dir(shared[0].source, owner, sorted(subdirs))
             mounts += shared
         if owner is not None:  # the task runs as this uid: give it its workdir and info files
             chown_tree(context_dir, *owner)

@@ -21,7 +21,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from controlplane.master.errors import BadRequest, Conflict
+from controlplane.master.errors import ApiError, BadRequest, Conflict
 from controlplane.storage.base import check_uuid
 from controlplane.storage.digests import sha256_file
 from controlplane.storage.shared_fs import staging_dir, storage_subdir
@@ -40,9 +40,24 @@ def shared_fs_places(storage: dict, allocation_id: str, ckpt_uuid: str) -> tuple
     return final, staged
 
 
+class PublishFailed(ApiError):
+    """The master could not move or lock down a checkpoint's files (its own file system's fault,
+    such as a host_path it may not write): the report is not stored, and the task may retry it."""
+
+    status = 503
+
+
 def publish(final: Path, staged: Path | None, ckpt_uuid: str) -> dict[str, str] | None:
     """Blocking. Moves the staged checkpoint into place, makes it read-only and returns its files'
     sha256; None when there are no files in either place (nothing to verify later)."""
+    try:
+        return _publish(final, staged, ckpt_uuid)
+    except OSError as e:
+        raise PublishFailed(f"checkpoint {ckpt_uuid}: the master could not publish its files "
+                            f"({e.strerror or type(e).__name__}: {e.filename or final})") from e
+
+
+def _publish(final: Path, staged: Path | None, ckpt_uuid: str) -> dict[str, str] | None:
     if staged is not None and staged.is_dir() and not staged.is_symlink():
         if os.path.lexists(final):
             raise Conflict(f"uuid: checkpoint {ckpt_uuid} already exists in storage")

@@ -148,8 +148,8 @@ def test_only_the_allocations_staging_dir_is_given_to_the_tasks_user(tmp_path, m
     monkeypatch.setattr(os, "chown", lambda path, uid, gid: chowned.append((str(path), uid, gid)))
     staging = tmp_path / "ckpts" / ".staging" / "alloc-1"
     make_staging_dir(staging, (65534, 65534))
-    make_staging_dir(staging, (65534, 65534))
-    assert {c for c in chowned} == {(str(staging), 65534, 65534)}
+    make_staging_dir(staging, (65534, 65534), ["by/storage_path"])  # where read-only checkpoints are mounted
+    assert set(chowned) == {(str(p), 65534, 65534) for p in (staging, staging / "by", staging / "by" / "storage_path")}
     assert staging.parent.stat().st_mode & 0o777 == 0o700  # no other user lists what is staged
 
 
