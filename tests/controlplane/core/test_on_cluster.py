@@ -10,6 +10,7 @@ import pytest
 
 from controlplane import core
 from tests.controlplane.core.conftest import ALLOC, TOKEN, experiment_config, write_info
+from tests.support.storage_servers import moto_s3, s3_bucket  # noqa: F401 (fixtures)
 
 
 def _wait_for(pred, timeout_s: float = 5.0) -> None:
@@ -157,6 +158,24 @@ def test_restore_refuses_a_file_changed_after_the_report_naming_it(fake_master, 
         (on_cluster / "ckpts" / uuid / "state.pt").write_bytes(b"weights")
         (on_cluster / "ckpts" / uuid / "extra.pkl").write_bytes(b"planted")
         with pytest.raises(CheckpointChanged, match="'extra.pkl' was added"):
+            with ctx.checkpoint.restore_path(uuid):
+                pass
+
+
+def test_restore_from_s3_refuses_an_object_changed_after_the_report(fake_master, request, tmp_path, monkeypatch):
+    """A trial holds its bucket's credentials, so it can rewrite another trial's objects: the
+    digests sent with the report are what refuse them."""
+    from controlplane.storage import CheckpointChanged
+
+    bucket = request.getfixturevalue("s3_bucket")
+    write_info(tmp_path / "info", fake_master.url, {**experiment_config(tmp_path), "checkpoint_storage": {
+        **bucket.config, "prefix": "ck"}})
+    monkeypatch.setenv("DET_INFO_DIR", str(tmp_path / "info"))
+    with core.init() as ctx:
+        with ctx.checkpoint.store_path({"steps_completed": 1}) as (path, uuid):
+            (path / "state.pt").write_bytes(b"weights")
+        bucket.client().put_object(Bucket=bucket.name, Key=f"ck/{uuid}/state.pt", Body=b"planted")
+        with pytest.raises(CheckpointChanged, match="'state.pt' was changed"):
             with ctx.checkpoint.restore_path(uuid):
                 pass
 
