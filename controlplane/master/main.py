@@ -39,8 +39,6 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("controlplane.master").warning(
             "no join token configured (security.join_token_file): agents cannot register")
 
-    import asyncio
-
     from controlplane.master.serving import Listeners
 
     try:
@@ -52,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"det-master: cannot listen on {settings.host} (port {settings.port}, proxy_port "
               f"{settings.proxy_port}): {e.strerror or e}", file=sys.stderr)
         return 1
-    asyncio.run(listeners.serve())
+    listeners.run()
     return 0
 
 

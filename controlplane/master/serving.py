@@ -24,7 +24,9 @@ SERVER_OPTIONS = {"log_level": "warning", "access_log": False, "ws_ping_interval
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and accepted
+    # connections inherit it; without it every answer waited out Nagle and delayed ACKs (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -90,6 +92,11 @@ class Listeners:
             await proxy
             self.api_sock.close()
             self.proxy_sock.close()
+
+    def run(self) -> None:
+        """Serve until stopped, on the event loop ``uvicorn.run`` would pick (uvloop where installed)."""
+        with asyncio.Runner(loop_factory=self.api.config.get_loop_factory()) as runner:
+            runner.run(self.serve())
 
     def wait_started(self, timeout: float) -> None:
         if not self._started.wait(timeout):
