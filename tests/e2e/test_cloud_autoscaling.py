@@ -21,8 +21,9 @@ import requests
 
 from tests.e2e.conftest import EXAMPLE, processes_mentioning
 from tests.support.boot_simulator import BootSimulator
-from tests.support.cluster import MasterProcess, login, wait_for
+from tests.support.cluster import MasterProcess, wait_for
 from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
+from tests.support.rest_client import SignedInClient
 
 # PostgreSQL: cloud autoscaling is a production cluster's, and its master runs on PostgreSQL.
 pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
@@ -101,22 +102,7 @@ def stack(tmp_path: Path) -> Iterator[list]:
 # -- helpers -------------------------------------------------------------------------------------
 
 
-class Api:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.s = requests.Session()
-        self.s.headers["Authorization"] = f"Bearer {login(url)}"
-
-    def get(self, path: str) -> dict:
-        r = self.s.get(f"{self.url}{path}", timeout=10)
-        r.raise_for_status()
-        return r.json()
-
-    def post(self, path: str, body: dict) -> dict:
-        r = self.s.post(f"{self.url}{path}", json=body, timeout=30)
-        assert r.status_code == 200, f"POST {path}: {r.status_code} {r.text[:500]}"
-        return r.json()
-
+class Api(SignedInClient):
     def cluster_id(self) -> str:
         return requests.get(f"{self.url}/info", timeout=10).json()["cluster_id"]
 
@@ -132,11 +118,6 @@ class Api:
 
     def trials(self, exp_id: int) -> list[dict]:
         return self.get(f"/api/v1/experiments/{exp_id}/trials")["trials"]
-
-    def trial_logs(self, trial_id: int) -> str:
-        r = self.s.get(f"{self.url}/api/v1/trials/{trial_id}/logs", timeout=30)
-        r.raise_for_status()
-        return "".join(json.loads(line)["result"]["log"] for line in r.text.splitlines() if line.strip())
 
     def create_experiment(self, config: dict, context: dict[str, bytes]) -> int:
         files = [{"path": p, "type": 48, "content": base64.b64encode(data).decode(), "mode": 0o644}

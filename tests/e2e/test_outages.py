@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -28,9 +27,10 @@ import pytest
 import requests
 import yaml
 
-from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for
+from tests.support.cluster import AgentProcess, MasterProcess, wait_for
 from tests.support.databases import pg_database
 from tests.support.deadline import bounded
+from tests.support.rest_client import SignedInClient
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e]
@@ -69,17 +69,7 @@ print("done", flush=True)
 """
 
 
-class Api:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.s = requests.Session()
-        self.s.headers["Authorization"] = f"Bearer {login(url)}"
-
-    def get(self, path: str) -> dict:
-        r = self.s.get(f"{self.url}{path}", timeout=30)
-        r.raise_for_status()
-        return r.json()
-
+class Api(SignedInClient):
     def create(self, seconds: float) -> int:
         config = {"name": "outage", "entrypoint": f"python3 train.py {seconds}", "max_restarts": 0,
                   "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1000}}}
@@ -96,11 +86,6 @@ class Api:
     def steps(self, trial_id: int) -> list[int]:
         metrics = self.get(f"/api/v1/trials/{trial_id}/metrics?group=training&limit=10000")["metrics"]
         return [m["stepsCompleted"] for m in metrics]
-
-    def logs(self, trial_id: int) -> str:
-        r = self.s.get(f"{self.url}/api/v1/trials/{trial_id}/logs", timeout=60)
-        r.raise_for_status()
-        return "".join(json.loads(line)["result"]["log"] for line in r.text.splitlines() if line.strip())
 
 
 def _login(url: str) -> requests.Response:
@@ -177,7 +162,7 @@ def test_a_60s_database_outage_loses_no_acknowledged_report_and_restarts_no_tria
         assert (resumed["state"], resumed["restarts"], resumed["runId"]) == ("STATE_RUNNING", 0, 1), resumed
         assert "orphan" not in agent.log_path.read_text(), "the agent killed its task during the outage"
         stored = set(api.steps(trial["id"]))
-        acked = wait_for(lambda: (a := _acked(api.logs(trial["id"]))) and max(a) >= steps_at_restore and a,
+        acked = wait_for(lambda: (a := _acked(api.trial_logs(trial["id"]))) and max(a) >= steps_at_restore and a,
                          bounded(60), "the trial's logs to arrive")
         assert acked - stored == set(), f"acknowledged but not stored: {sorted(acked - stored)[:20]}"
         wait_for(lambda: "database available again" in master.log_path.read_text(), bounded(30),

@@ -71,6 +71,17 @@ async def create_experiment(api, config: dict | None = None, files: dict[str, st
     return r.json()["experiment"]["id"]
 
 
+async def one_running_trial(api) -> tuple[FakeAgent, wire.StartTask, int]:  # noqa: ANN001
+    """A one-trial experiment started on a new one-slot agent: the agent, its StartTask, the trial id."""
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})  # type: ignore[dict-item]
+    start = await agent.next_message()
+    assert isinstance(start, wire.StartTask), start
+    await agent.start(start)
+    return agent, start, int(start.env["DET_TRIAL_ID"])
+
+
 class FakeAgent:
     """Registers with the orchestrator and records what the master sends it."""
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from controlplane.wire import agent_protocol as wire
-from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+from tests.controlplane.master.conftest import one_running_trial
 from tests.controlplane.master.test_authorization import bearer, login, task_headers
 
 # GET /api/v1/master/logs is a tail of the master's log ring, not a page of a list: a negative offset is
@@ -40,13 +39,7 @@ async def test_every_paged_route_refuses_a_negative_offset_or_limit_naming_it(ap
 
 
 async def test_trial_logs_skip_offset_lines_in_the_order_asked(api):
-    agent = FakeAgent(api.rt, slots=1)
-    await agent.register()
-    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})  # type: ignore[dict-item]
-    start = await agent.next_message()
-    assert isinstance(start, wire.StartTask), start
-    await agent.start(start)
-    trial_id = int(start.env["DET_TRIAL_ID"])
+    _, start, trial_id = await one_running_trial(api)
     r = await api.post("/api/v1/task/logs", headers=task_headers(start.session_token), json={"logs": [
         {"taskId": start.task_id, "allocationId": start.allocation_id, "log": f"line {i}\n", "stdtype": "stdout",
          "source": "task"} for i in range(5)]})

@@ -9,20 +9,14 @@ import pytest
 from controlplane.common.log_lines import MAX_LINE_BYTES, marker
 from controlplane.master.services.logs import ingest_agent_logs
 from controlplane.wire import agent_protocol as wire
-from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
+from tests.controlplane.master.conftest import one_running_trial
 from tests.controlplane.master.test_authorization import task_headers
 
 pytestmark = pytest.mark.both_databases  # the log ingest path: text columns and their limits differ
 
 
 async def test_a_line_past_the_bound_is_stored_as_its_first_part_and_how_long_it_was(api):
-    agent = FakeAgent(api.rt, slots=1)
-    await agent.register()
-    await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})  # type: ignore[dict-item]
-    start = await agent.next_message()
-    assert isinstance(start, wire.StartTask), start
-    await agent.start(start)
-    trial_id = int(start.env["DET_TRIAL_ID"])
+    _, start, trial_id = await one_running_trial(api)
     big = "x" * (3 * 1024 * 1024) + "tail"
     already_cut = "y" * MAX_LINE_BYTES + marker(9_000_000, MAX_LINE_BYTES)  # what the agent ships
     entry = {"taskId": start.task_id, "allocationId": start.allocation_id, "stdtype": "stdout", "source": "task"}
