@@ -26,7 +26,7 @@ from controlplane.master.errors import TooManyRequests
 from controlplane.master.principals import AuthedUser, Principal
 
 if TYPE_CHECKING:
-    from controlplane.master.runtime import MasterRuntime
+    from controlplane.master.settings import MasterSettings
 
 
 def caller_key(principal: Principal) -> str:
@@ -157,6 +157,6 @@ class Slot:
             self.release()
 
 
-def take_slot(rt: MasterRuntime, principal: Principal) -> Slot:
-    s = rt.settings
-    return rt.streams.take(caller_key(principal), s.max_streams_per_user, s.max_streams)
+def take_slot(streams: StreamSlots, settings: MasterSettings, principal: Principal) -> Slot:
+    """A stream slot for ``principal`` under the master's caps (429 naming the cap when full)."""
+    return streams.take(caller_key(principal), settings.max_streams_per_user, settings.max_streams)

@@ -152,7 +152,7 @@ async def trial_logs(
     descending = order_by == "ORDER_BY_DESC"
     follow = follow and not descending
     filters = (tuple(rank_ids), tuple(stdtypes), tuple(levels), search_text or "")
-    slot = take_slot(rt, principal_of(request)) if follow or limit <= 0 or limit > PAGE else None
+    slot = take_slot(rt.streams, rt.settings, principal_of(request)) if follow or limit <= 0 or limit > PAGE else None
 
     async def lines() -> AsyncIterator[bytes]:
         sent = 0

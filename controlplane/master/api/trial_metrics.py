@@ -60,7 +60,7 @@ async def _checked(rt: MasterRuntime, trial_ids: list[int] | None) -> list[int]:
 
 def _stream(request: Request, ids: list[int], group: str) -> Stream:
     rt = runtime_of(request)
-    slot = take_slot(rt, principal_of(request))
+    slot = take_slot(rt.streams, rt.settings, principal_of(request))
 
     async def lines() -> AsyncIterator[bytes]:
         try:
