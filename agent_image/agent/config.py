@@ -15,6 +15,10 @@ from pathlib import Path
 
 from controlplane.wire.agent_protocol import DEFAULT_ENVIRONMENT
 
+from .disk_quota import parse_size
+
+DEFAULT_TASK_DISK_QUOTA = 50 << 30
+
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -35,6 +39,9 @@ class AgentConfig:
     # Task environments it offers besides "default" (its own interpreter): (name, venv dir or
     # interpreter path), checked at start by environments.load_environments.
     environments: tuple[tuple[str, Path], ...] = ()
+    # Bytes a task may hold in its work dir and checkpoint staging directory (and in each of its
+    # /tmp and /dev/shm); None: no limit.
+    task_disk_quota: int | None = DEFAULT_TASK_DISK_QUOTA
 
     @property
     def ws_url(self) -> str:
@@ -79,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offer a task environment: tasks whose environment.image is NAME run with this "
                         "virtualenv directory (or Python interpreter) first on PATH (repeatable; "
                         f"{DEFAULT_ENVIRONMENT!r} is always this agent's own interpreter)")
+    p.add_argument("--task-disk-quota", default="50G", metavar="SIZE",
+                   help="what one task may hold in its work dir and checkpoint staging directory, "
+                        "e.g. 20G or 512M (a task over it is stopped, saying so in its log); also the "
+                        "size of its /tmp and /dev/shm (at most half the memory); 0: no limit")
     return p
 
 
@@ -125,6 +136,10 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         environments = parse_environments(args.environment)
     except ValueError as e:
         parser.error(str(e))
+    try:
+        quota = parse_size(args.task_disk_quota)
+    except ValueError as e:
+        parser.error(f"--task-disk-quota: {e}")
     agent_id = args.agent_id or (_cloud_identity(args) if args.cloud != "none" else socket.gethostname())
     work_dir = Path(args.work_dir) if args.work_dir else Path.home() / ".local/share/controlplane-agent" / agent_id
     return AgentConfig(
@@ -143,6 +158,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         hide=tuple(Path(h).expanduser().resolve() for h in args.hide),
         join_token_file=Path(args.join_token_file).expanduser().resolve() if args.join_token_file else None,
         environments=environments,
+        task_disk_quota=quota or None,
     )
 
 

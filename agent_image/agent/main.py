@@ -47,6 +47,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         cluster_id=lambda: conn.cluster_id if conn else "",
         sandbox=sandbox,
         environments=environments,
+        disk_quota=cfg.task_disk_quota,
     )
     conn = Connection(
         ws_url=cfg.ws_url,

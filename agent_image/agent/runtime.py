@@ -45,7 +45,7 @@ def task_sandbox(cfg: AgentConfig) -> Sandbox | None:
             f"det-agent: bubblewrap ({cfg.bwrap!r}) is not installed, so tasks cannot be sandboxed. "
             "Install it (apt-get install bubblewrap) or start with --task-runtime process to run tasks "
             "unconfined as this agent's user.")
-    sandbox = Sandbox(bwrap, hidden_paths(cfg))
+    sandbox = Sandbox(bwrap, hidden_paths(cfg), tmpfs_size=tmpfs_size(cfg.task_disk_quota))
     try:
         sandbox.probe()
     except SandboxUnavailable as exc:
@@ -54,3 +54,11 @@ def task_sandbox(cfg: AgentConfig) -> Sandbox | None:
     log.info("tasks run under %s as uid %d, hiding %s", bwrap, sandbox.uid,
              ", ".join(str(p) for p in sandbox.hidden))
     return sandbox
+
+
+def tmpfs_size(quota: int | None) -> int | None:
+    """A task's /tmp and /dev/shm hold memory: its disk quota, but at most half the memory (the
+    kernel's own default for a tmpfs)."""
+    if quota is None:
+        return None
+    return min(quota, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)

@@ -2,7 +2,8 @@
 
 What the task gets: its own mount, PID, IPC and UTS namespaces; the host read-only (its top-level
 entries bound on a root of the sandbox's own, remounted read-only once set up); a fresh
-``/proc`` and ``/dev``; a private ``/tmp``, ``/dev/shm`` and ``/run``; its info files read-only at
+``/proc`` and ``/dev``; a private ``/tmp``, ``/dev/shm`` (each as large as the task's disk quota,
+at most half the memory) and ``/run``; its info files read-only at
 ``/run/determined/info``; its unpacked context read-write at ``/run/determined/workdir`` (the
 cwd); for a ``shared_fs`` checkpoint storage, its allocation's own staging directory read-write at
 the ``container_path`` and, read-only beneath it, only the checkpoints the master names as its to
@@ -136,6 +137,7 @@ class Sandbox:
     hidden: tuple[Path, ...] = ()
     task_uid: int = NOBODY
     task_gid: int = NOBODY
+    tmpfs_size: int | None = None  # bytes each of the task's /tmp and /dev/shm may hold (None: the kernel's)
 
     @property
     def drops_root(self) -> bool:
@@ -164,8 +166,9 @@ class Sandbox:
         else:
             args += ["--unshare-user", "--uid", str(USERNS_UID), "--gid", str(USERNS_UID)]
         args += _host_root()
+        size = ["--size", str(self.tmpfs_size)] if self.tmpfs_size else []
         args += ["--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm",
+                 "--perms", "1777", *size, "--tmpfs", "/tmp", "--perms", "1777", *size, "--tmpfs", "/dev/shm",
                  "--tmpfs", "/run", "--perms", "0755", "--dir", "/run/determined",
                  "--perms", "0755", "--dir", "/run/determined/train"]
         covered = [Path("/tmp"), Path("/run")]

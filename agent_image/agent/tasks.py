@@ -6,7 +6,8 @@ processes, see ``sandbox.py``), ship its output, and queue ``TaskStarted`` / ``T
 ``TaskExited`` on the outbox, the exit strictly after the last log batch; then the task
 directory is removed (its logs are already in the outbox). A task's process group is treated
 like a container: when its leader exits, or a kill's grace runs out, whatever is left in the
-group gets SIGKILL.
+group gets SIGKILL. A task that holds more than its disk quota in the directories it writes is
+stopped (``disk_quota.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from controlplane.wire.agent_protocol import (
 )
 
 from .context_cache import ContextCache
+from .disk_quota import enforce, format_size
 from .environments import TaskEnvironment, default_environment
 from .log_shipper import READ_LIMIT, LogShipper
 from .outbox import Outbox
@@ -109,6 +111,9 @@ class TaskHandle:
     # set once a SIGTERM to the group reaches the task (at once for a plain process; for a
     # sandbox when its shim says so: an earlier one would only reach bwrap and be lost)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    # the host directories it writes (its work dir, its checkpoint staging directory)
+    written: list[Path] = field(default_factory=list)
+    exit_reason: str = ""  # why the agent stopped it, when it did so on its own
 
 
 def exit_code_of(returncode: int) -> int:
@@ -133,6 +138,7 @@ class TaskRunner:
         cluster_id: Callable[[], str],
         sandbox: Sandbox | None = None,
         environments: dict[str, TaskEnvironment] | None = None,
+        disk_quota: int | None = None,
     ) -> None:
         self._master_url = master_url
         self._agent_id = agent_id
@@ -142,6 +148,7 @@ class TaskRunner:
         self._cluster_id = cluster_id
         self._contexts = ContextCache(work_dir / "contexts")
         self._sandbox = sandbox
+        self._disk_quota = disk_quota  # bytes a task may hold in what it writes; None: no limit
         # What StartTask.environment may name; "default" (the agent's interpreter) is always there.
         self._environments = environments or {}
         if DEFAULT_ENVIRONMENT not in self._environments:
@@ -265,6 +272,7 @@ class TaskRunner:
         """The started process, or None when a kill arrived while preparing."""
         environment = self.environment_for(msg)
         entry, mounts = await asyncio.to_thread(self._prepare, msg, task_dir)
+        handle.written = [m.source for m in mounts if m.writable] or [task_dir / "context"]
         if handle.kill_requested:
             return None
         if self._sandbox is None:
@@ -359,8 +367,13 @@ class TaskRunner:
             self._outbox.put(TaskStarted(allocation_id=alloc, pid=proc.pid, started_at=time.time()))
             if handle.kill_requested:
                 self._signal(handle, handle.grace)
-            returncode = await self._supervise(alloc, proc, task_dir)
-            reason = "killed" if handle.kill_requested else ""
+            quota = self._enforce_quota(handle)
+            try:
+                returncode = await self._supervise(alloc, proc, task_dir)
+            finally:
+                if quota is not None:
+                    quota.cancel()
+            reason = handle.exit_reason or ("killed" if handle.kill_requested else "")
             log.info("task %s exited with %d%s", alloc, exit_code_of(returncode), f" ({reason})" if reason else "")
             self._outbox.put(TaskExited(allocation_id=alloc, exit_code=exit_code_of(returncode), reason=reason))
         finally:
@@ -373,6 +386,24 @@ class TaskRunner:
             cleanup = asyncio.create_task(asyncio.to_thread(remove_tree, task_dir), name=f"cleanup-{alloc}")
             self._cleanups.add(cleanup)
             cleanup.add_done_callback(self._cleanups.discard)
+
+    def _enforce_quota(self, handle: TaskHandle) -> asyncio.Task[None] | None:
+        """Watches what the task writes; over the quota, it is told why in its log and stopped."""
+        quota = self._disk_quota
+        if quota is None:
+            return None
+
+        async def exceeded(used: int) -> None:
+            why = (f"disk quota exceeded: the task holds {format_size(used)} in its work dir and checkpoint "
+                   f"directory, over its quota of {format_size(quota)}")
+            log.warning("%s: %s; stopping it", handle.allocation_id, why)
+            self._outbox.put(TaskLogs(allocation_id=handle.allocation_id, lines=[LogLine(
+                timestamp=time.time(), message=f"det-agent {self._agent_id}: {why}; stopping the task",
+                stdtype="stderr", level="LOG_LEVEL_ERROR")]))
+            handle.exit_reason = why
+            self._signal(handle, 0.0)  # every second of grace is more disk filled
+
+        return asyncio.create_task(enforce(handle.written, quota, exceeded), name=f"quota-{handle.allocation_id}")
 
     async def _supervise(self, alloc: str, proc: asyncio.subprocess.Process, task_dir: Path) -> int:
         """Ship output until the process and its pipes are done; returns the returncode."""
