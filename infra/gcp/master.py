@@ -41,7 +41,8 @@ def build_master(ctx: GcpContext, *, image: str, subnetwork: pulumi.Input[str], 
         service_account=gcp.compute.InstanceServiceAccountArgs(email=service_account, scopes=[CLOUD_PLATFORM]),
         shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
             enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
-        metadata={"startup-script": pulumi.Output.secret(startup_script),  # type: ignore[arg-type]  # pulumi types it as Never "enable-oslogin": "TRUE",
-                  "block-project-ssh-keys": "TRUE"},
+        # pulumi types the metadata's values as Never: a secret Output is what it takes at run time
+        metadata={"startup-script": pulumi.Output.secret(startup_script),  # type: ignore[arg-type]
+                  "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
         labels=ctx.labels("master"), allow_stopping_for_update=True, opts=ctx.res())
     return Master(instance, address)

@@ -50,6 +50,14 @@ def test_gcp_table_shows_firewall_sources_and_bucket_settings():
     assert "startup_script=[secret]" in table
 
 
+def test_gcp_master_signs_in_through_os_login_only():
+    """The master's metadata turns OS Login on (IAM decides who may SSH) and blocks project-wide keys."""
+    master = next(r for r in preview("gcp", GCP) if r.type == "gcp:compute/instance:Instance")
+    assert master.inputs["metadata"]["enable-oslogin"] == "TRUE"
+    assert master.inputs["metadata"]["block-project-ssh-keys"] == "TRUE"
+    assert "os_login=TRUE" in "\n".join(_row(format_preview([master]), master.name))
+
+
 def test_secret_values_never_reach_the_table():
     for cloud, opts in (("aws", AWS), ("gcp", GCP)):
         table = format_preview(preview(cloud, opts))
