@@ -12,10 +12,6 @@ from typing import Any
 _REQUEST_PREFIX = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ")
 
 
-class GcpError(Exception):
-    """A Google Cloud call failed; the message is the provider's own."""
-
-
 def message(exc: BaseException) -> str:
     text = " ".join(str(getattr(exc, "message", None) or exc).split())
     # The REST transport prefixes the request ("GET https://...: "): the message is what follows.

@@ -56,10 +56,6 @@ class Gang:
     def world_size(self) -> int:
         return sum(self.slot_counts)
 
-    @property
-    def first_rank(self) -> int:
-        return sum(self.slot_counts[: self.rank])
-
     def ssh_hosts(self) -> dict[str, dict]:
         """Each container's SSH alias -> where it serves (launchers._ssh's hosts.json)."""
         return {f"det-container-{i}": {"addr": addr, "port": self.ssh_ports[i], "self": i == self.rank}

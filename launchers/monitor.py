@@ -9,7 +9,7 @@
 - SIGTERM, SIGINT and SIGHUP sent to the launcher are passed to every worker and start the same
   grace; SIGUSR1/SIGUSR2 are only passed on.
 
-``rank_env`` and ``wrap_rank`` give the per-worker variables and the ``[rank=N]`` line prefix.
+``wrap_rank`` gives each worker's lines their ``[rank=N]`` prefix.
 
 A launcher whose workers are started by another tool (torch.distributed.run, DeepSpeed's launch)
 passes a status directory (``DET_LAUNCHER_STATUS_DIR``): ``launchers.wrap_rank`` leaves each worker's
@@ -52,18 +52,6 @@ def exit_code(returncode: int) -> int:
 def wrap_rank(argv: Sequence[str], rank_var: str = "RANK") -> list[str]:
     """``argv`` run under ``launchers.wrap_rank``, so its lines carry ``[rank=N]``."""
     return [sys.executable, "-m", "launchers.wrap_rank", rank_var, "--", *argv]
-
-
-def rank_env(*, rank: int, local_rank: int, world_size: int, local_world_size: int, group_rank: int,
-             group_world_size: int, master_addr: str, master_port: int, dist_ports: Sequence[int]) -> dict[str, str]:
-    """The variables each worker gets (torch.distributed.run's names, plus Determined's)."""
-    return {
-        "RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world_size),
-        "LOCAL_WORLD_SIZE": str(local_world_size), "GROUP_RANK": str(group_rank),
-        "GROUP_WORLD_SIZE": str(group_world_size), "CROSS_RANK": str(group_rank), "CROSS_SIZE": str(group_world_size),
-        "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
-        "DET_CHIEF_IP": master_addr, "DET_DIST_PORTS": ",".join(str(p) for p in dist_ports),
-    }
 
 
 @dataclass

@@ -81,7 +81,7 @@ def allows(principal: Principal, action: Action, owner_id: int | None = None) ->
     The web UI asks this to decide which buttons a page shows; the API still checks every request."""
     rule = rule_for(principal, action)
     if rule is Rule.ALLOW or rule is Rule.OWN_TASK:
-        return True  # task scope is checked by require_trial / require_allocation / require_task
+        return True  # task scope is checked by require_trial / require_task and the route's task_scope
     if rule is Rule.OWNER:
         return owner_id is None or (isinstance(principal, AuthedUser) and principal.id == owner_id)
     return False

@@ -118,11 +118,6 @@ def require_trial(principal: AuthedUser | TaskPrincipal, trial_id: int) -> None:
         raise Forbidden(f"this allocation token is not valid for trial {trial_id}")
 
 
-def require_allocation(principal: AuthedUser | TaskPrincipal, allocation_id: str) -> None:
-    if isinstance(principal, TaskPrincipal) and principal.allocation_id != allocation_id:
-        raise Forbidden(f"this allocation token is not valid for allocation {allocation_id}")
-
-
 def require_task(principal: AuthedUser | TaskPrincipal, task_id: str) -> None:
     if isinstance(principal, TaskPrincipal) and principal.task_id != task_id:
         raise Forbidden(f"this allocation token is not valid for task {task_id}")
