@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.config.experiment import ExperimentConfig, parse_experiment_config  # noqa: E402
-from controlplane.searchers import Create, Stop, make_searcher  # noqa: E402
-from controlplane.searchers.asha import AshaSearcher  # noqa: E402
-from controlplane.searchers.base import Searcher  # noqa: E402
+from controlplane.config.experiment import ExperimentConfig, parse_experiment_config
+from controlplane.searchers import Create, Stop, make_searcher
+from controlplane.searchers.asha import AshaSearcher
+from controlplane.searchers.base import Searcher
 
 LR_RANGE = (-4.0, -1.0)  # log10
 NOISE = 0.005

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.autoscaler import (  # noqa: E402
+from controlplane.autoscaler import (
     AgentView,
     Blocked,
     Demand,
@@ -27,7 +27,7 @@ from controlplane.autoscaler import (  # noqa: E402
     PoolScaling,
     plan,
 )
-from controlplane.autoscaler.model import InstanceState  # noqa: E402
+from controlplane.autoscaler.model import InstanceState
 
 NOW = 1_000_000.0
 

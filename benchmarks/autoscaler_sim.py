@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.autoscaler_plan import NOW, scenario  # noqa: E402
-from benchmarks.autoscaler_sim.cluster import Cluster, Result  # noqa: E402
-from benchmarks.autoscaler_sim.policies import MIN_TICK_GAP_S, DeterminedRule, PlannerPolicy  # noqa: E402
-from benchmarks.autoscaler_sim.workload import GANG_SIZES, GANG_WEIGHTS, make_trace, oracle  # noqa: E402
-from controlplane.autoscaler import LaunchFailure, PoolScaling, plan  # noqa: E402
+from benchmarks.autoscaler_plan import NOW, scenario
+from benchmarks.autoscaler_sim.cluster import Cluster, Result
+from benchmarks.autoscaler_sim.policies import MIN_TICK_GAP_S, DeterminedRule, PlannerPolicy
+from benchmarks.autoscaler_sim.workload import GANG_SIZES, GANG_WEIGHTS, make_trace, oracle
+from controlplane.autoscaler import LaunchFailure, PoolScaling, plan
 
 SLOTS = 8
 BOOT_S = 60.0
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     def det(idle_s: float, starting_s: float, name: str) -> DeterminedRule:
         return DeterminedRule(SLOTS, cfg.min_instances, cfg.max_instances, idle_s, starting_s, ZONES[1], name)
 
-    def sim(policy, no_capacity: frozenset[str] = frozenset()) -> Result:  # noqa: ANN001
+    def sim(policy, no_capacity: frozenset[str] = frozenset()) -> Result:
         return Cluster(trace, SLOTS, BOOT_S, a.tick_s, no_capacity).run(policy)
 
     t0 = time.perf_counter()

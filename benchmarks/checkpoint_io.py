@@ -35,9 +35,9 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.storage import GCSStorage, S3Storage, TransferSettings  # noqa: E402
-from controlplane.storage.base import directory_resources, local_files  # noqa: E402
-from tests.support.storage_servers import S3_KEYS, gcs_emulator_process, moto_s3_process, unique_bucket  # noqa: E402
+from controlplane.storage import GCSStorage, S3Storage, TransferSettings
+from controlplane.storage.base import directory_resources, local_files
+from tests.support.storage_servers import S3_KEYS, gcs_emulator_process, moto_s3_process, unique_bucket
 
 MiB = 1024 * 1024
 BLOCK = 8 * MiB

@@ -59,8 +59,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from datetime import UTC
 
-from controlplane.wire import agent_protocol as wire  # noqa: E402
-from tests.support.cluster import MasterProcess, login  # noqa: E402
+from controlplane.wire import agent_protocol as wire
+from tests.support.cluster import MasterProcess, login
 
 TARGET_PG_ROWS_PER_S = 20_000
 TARGET_PG_ACK_P99_MS = 100.0

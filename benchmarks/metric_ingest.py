@@ -22,7 +22,7 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.support.cluster import MasterProcess, login  # noqa: E402
+from tests.support.cluster import MasterProcess, login
 
 CONFIG = {"name": "bench", "entrypoint": "true", "hyperparameters": {},
           "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}}}

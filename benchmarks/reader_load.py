@@ -44,8 +44,8 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks import concurrent_ingest as ci  # noqa: E402
-from tests.support.cluster import MasterProcess, login  # noqa: E402
+from benchmarks import concurrent_ingest as ci
+from tests.support.cluster import MasterProcess, login
 
 TARGET_P99_MS = 200.0
 PER_USER = 8  # followers per user: the master's default cap, so every follower is admitted

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running  # noqa: E402
-from controlplane.scheduler.planner import plan  # noqa: E402
+from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
+from controlplane.scheduler.planner import plan
 
 
 def scenario(n_pending: int, n_agents: int, seed: int = 7):
@@ -36,7 +36,7 @@ def scenario(n_pending: int, n_agents: int, seed: int = 7):
     return pending, running, agents
 
 
-def measure(kind: str, pending, running, agents, repeat: int) -> tuple[float, float, int, int]:  # noqa: ANN001
+def measure(kind: str, pending, running, agents, repeat: int) -> tuple[float, float, int, int]:
     """Median and p95 (nearest rank) pass time in ms, placements and preemptions per pass."""
     pools = {"default": PoolPolicy("default", scheduler=kind)}
     times, placed, preempted = [], 0, 0

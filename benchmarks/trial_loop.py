@@ -28,7 +28,7 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for  # noqa: E402
+from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for
 
 SCRIPT = b"print('first line', flush=True)\n"
 
@@ -41,7 +41,7 @@ def create(s: requests.Session, url: str, config: dict) -> int:
 
 
 def wait_done(s: requests.Session, url: str, exp_id: int, timeout: float = 600) -> None:
-    def done():  # noqa: ANN202
+    def done():
         state = s.get(f"{url}/api/v1/experiments/{exp_id}").json()["experiment"]["state"]
         return state if state in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED") else None
 

@@ -38,8 +38,8 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from controlplane.master.db.engine import make_engine  # noqa: E402
-from tests.support.cluster import MasterProcess, login  # noqa: E402
+from controlplane.master.db.engine import make_engine
+from tests.support.cluster import MasterProcess, login
 
 TARGETS = {"list_p50_ms": 150.0, "chart_p50_ms": 200.0, "detail_kb": 300.0}
 CONFIG = {"name": "bench", "entrypoint": "python3 train.py",

@@ -167,7 +167,7 @@ def translator(map_error: Callable[..., ProvisionerError]) -> Callable[..., Abst
             yield
         except ProvisionerError:
             raise
-        except Exception as exc:  # noqa: BLE001 - classification is the point
+        except Exception as exc:  # classification is the point
             raise map_error(exc, zone=zone, instance_type=instance_type) from exc
 
     return translated

@@ -210,7 +210,7 @@ class Ec2Provisioner:
             batch = ids[i : i + _TERMINATE_BATCH]
             try:
                 self.client.terminate_instances(InstanceIds=batch)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 err = map_error(exc)
                 if not (err.code or "").startswith("InvalidInstanceID"):
                     raise err from exc
@@ -221,7 +221,7 @@ class Ec2Provisioner:
     def _terminate_one(self, instance_id: str) -> None:
         try:
             self.client.terminate_instances(InstanceIds=[instance_id])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             err = map_error(exc)
             if not (err.code or "").startswith("InvalidInstanceID"):
                 raise err from exc

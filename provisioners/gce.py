@@ -223,7 +223,7 @@ class GceProvisioner:
             op = self.instances.insert_unary(project=self.config.project, zone=zone, instance_resource=body)
         except gex.Conflict:
             return None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise map_error(exc, zone=zone, instance_type=machine_type) from exc
         self._zone_of[body.name] = zone
         return op
@@ -291,7 +291,7 @@ class GceProvisioner:
             op = self.instances.delete_unary(project=self.config.project, zone=zone, instance=name)
         except gex.NotFound:
             return False
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise map_error(exc, zone=zone) from exc
         err = operation_error(op, zone=zone)
         if err is not None and not (err.code or "").startswith("RESOURCE_NOT_FOUND"):

@@ -91,7 +91,7 @@ class LocalProvisioner:
         argv = list(self._command(iid, req))
         env = {**os.environ, **self._env, "DET_AGENT_ID": iid, "DET_RESOURCE_POOL": req.pool}
         out: int | IO[bytes] = (subprocess.DEVNULL if self._log_dir is None
-                                else open(self._log_dir / f"{iid}.log", "ab"))  # noqa: SIM115
+                                else open(self._log_dir / f"{iid}.log", "ab"))
         try:
             return subprocess.Popen(
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

@@ -35,7 +35,7 @@ from tests.support.databases import TemplateDatabases, empty_database
 BACKENDS = [b.strip() for b in os.environ.get("DET_TEST_DATABASES", "sqlite,postgres").split(",") if b.strip()]
 
 
-def backends_for(node) -> list[str]:  # noqa: ANN001
+def backends_for(node) -> list[str]:
     """The backends a test runs on, from its markers (see the module docstring)."""
     if node.get_closest_marker("both_databases") is not None:
         return list(BACKENDS)

@@ -162,7 +162,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
     )
 
 
-def metadata_for(cloud: str, metadata_url: str | None):  # noqa: ANN201
+def metadata_for(cloud: str, metadata_url: str | None):
     from .instance_metadata import EC2_METADATA, GCE_METADATA, InstanceMetadata
 
     return InstanceMetadata(cloud, (metadata_url or (EC2_METADATA if cloud == "aws" else GCE_METADATA)).rstrip("/"))

@@ -191,7 +191,7 @@ class Connection:
                     self.watch.refused()
                 else:
                     self.watch.unreachable()
-            except Exception:  # noqa: BLE001 - a bug must not stop the agent from serving its tasks
+            except Exception:  # a bug must not stop the agent from serving its tasks
                 log.exception("unexpected error in the master connection")
                 self.watch.unreachable()
             finally:
@@ -296,6 +296,6 @@ class Connection:
                 self._outbox.pop()
         except ConnectionClosed:
             return
-        except Exception:  # noqa: BLE001 - never keep a connection that cannot send
+        except Exception:  # never keep a connection that cannot send
             log.exception("sending to the master failed")
             await ws.close(1011, "agent send failure")

@@ -112,7 +112,7 @@ class LogShipper:
         sink = None
         if self.file_error is None:
             try:
-                sink = open(self._log_dir / f"{stdtype}.log", "ab")  # noqa: SIM115 - closed below
+                sink = open(self._log_dir / f"{stdtype}.log", "ab")  # closed below
             except OSError as exc:
                 self._file_failed(exc)
         try:

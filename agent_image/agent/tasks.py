@@ -78,7 +78,7 @@ def _sandboxed_preexec() -> None:
 
 def remove_tree(path: Path) -> None:
     """Remove ``path`` even where the task took away its own write or search permissions."""
-    def fix(func, target, _exc) -> None:  # noqa: ANN001
+    def fix(func, target, _exc) -> None:
         parent = os.path.dirname(target)
         with contextlib.suppress(OSError):
             os.chmod(parent, 0o700)
@@ -207,7 +207,7 @@ class TaskRunner:
         if handle.ready.is_set():
             _killpg(proc.pid, signal.SIGTERM)
         else:
-            asyncio.create_task(self._term_when_ready(handle, proc.pid))  # noqa: RUF006 - ends with the task
+            asyncio.create_task(self._term_when_ready(handle, proc.pid))  # ends with the task
         if handle.killer is None:
             handle.killer = asyncio.create_task(self._escalate(handle, proc.pid, grace))
 
@@ -300,7 +300,7 @@ class TaskRunner:
                 os.close(ready_r)
                 handle.ready.set()
 
-        asyncio.create_task(wait_ready())  # noqa: RUF006 - ends with the sandbox's shim
+        asyncio.create_task(wait_ready())  # ends with the sandbox's shim
         return proc
 
     def environment_for(self, msg: StartTask) -> TaskEnvironment:

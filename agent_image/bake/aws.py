@@ -250,7 +250,7 @@ def _delete_group(ec2: Any, group_id: str, timeouts: Timeouts) -> None:
             with _aws("deleting the security group"):
                 ec2.delete_security_group(GroupId=group_id)
             return
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             cause = e.__cause__
             code = cause.response.get("Error", {}).get("Code") if isinstance(cause, ClientError) else None
             if code != "DependencyViolation" or time.monotonic() >= deadline:

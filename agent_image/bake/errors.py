@@ -45,6 +45,6 @@ def translated(action: str, map_error: Callable[[BaseException], Any]) -> Iterat
         yield
     except BakeError:
         raise
-    except Exception as exc:  # noqa: BLE001 - classification is the point
+    except Exception as exc:  # classification is the point
         err = map_error(exc)
         raise CloudError(action, err.provider_message, err.code) from exc

@@ -265,7 +265,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 # ---- state changes --------------------------------------------------------------------------
-def _action(verb: str, past: str):  # noqa: ANN202
+def _action(verb: str, past: str):
     def run(args: argparse.Namespace) -> int:
         session_for(args).post(f"/api/v1/experiments/{args.experiment_id}/{verb}")
         print(f"{past} experiment {args.experiment_id}")

@@ -71,7 +71,7 @@ def _count(raw: dict, path: str) -> int | None:
     return f.integer(raw["count"], f.join(path, "count"), minimum=1)
 
 
-def _range(raw: dict, path: str, read) -> tuple:  # noqa: ANN001
+def _range(raw: dict, path: str, read) -> tuple:
     lo = read(f.get(raw, "minval", path), f.join(path, "minval"))
     hi = read(f.get(raw, "maxval", path), f.join(path, "maxval"))
     if lo >= hi:

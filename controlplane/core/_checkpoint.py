@@ -170,7 +170,7 @@ class CheckpointContext:
             failure: BaseException | None = None
             try:
                 yield staging, ckpt_uuid
-            except BaseException as e:  # the others must still hear of it, or they would wait forever
+            except BaseException as e:  # noqa: BLE001 - raised again by _finish_sharded, once the others heard of it
                 failure = e
             self._finish_sharded(ckpt_uuid, staging, merged, failure)
         finally:
@@ -280,7 +280,7 @@ class CheckpointContext:
             if isinstance(self._storage, LocalDirectoryStorage):
                 shutil.rmtree(self._shard_dir(ckpt_uuid), ignore_errors=True)
             self._storage.delete(ckpt_uuid)
-        except Exception:  # noqa: BLE001 - best effort; GC removes an announced checkpoint's files
+        except Exception:  # best effort; GC removes an announced checkpoint's files
             log.exception("removing the parts of failed sharded checkpoint %s", ckpt_uuid)
 
     def download(self, storage_id: str, ckpt_dir: str | Path, download_mode: DownloadMode | None = None) -> None:

@@ -70,7 +70,7 @@ class Context:
             return
         try:  # the training code's exception is the one to see
             self.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("closing the core context after an error")
 
     def close(self) -> None:

@@ -170,7 +170,7 @@ class MetricShipper:
                 log.warning("%s; retrying the batch of %d reports in %.0fs", e, len(lines), delay)
                 self._abandon.wait(delay)
                 delay = min(delay * 2, 30.0)
-            except Exception as e:  # noqa: BLE001 - keep the thread alive, surface the error
+            except Exception as e:  # keep the thread alive, surface the error
                 log.exception("shipping metrics failed")
                 self._error = e
                 return

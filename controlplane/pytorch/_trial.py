@@ -81,7 +81,7 @@ class PyTorchTrial:
         return data_length(batch)
 
 
-class _ShouldExit(Exception):  # noqa: N818 - Determined's name
+class _ShouldExit(Exception):  # Determined's name
     pass
 
 
@@ -430,7 +430,7 @@ class _Controller:
             trial_state = None
             if (path / TRIAL_STATE_FILE).exists():
                 with (path / TRIAL_STATE_FILE).open("rb") as f:
-                    trial_state = pickle.load(f)  # noqa: S301 - this trial's own checkpoint
+                    trial_state = pickle.load(f)  # this trial's own checkpoint
         models = ckpt.get("models_state_dict") or ([ckpt["model_state_dict"]] if "model_state_dict" in ckpt else [])
         if len(models) != len(self.context._unwrapped):
             raise ValueError(f"checkpoint {self.latest_checkpoint} holds {len(models)} models, the trial wraps "

@@ -29,7 +29,7 @@ def subset_warning(cfg: ExperimentConfig) -> str | None:
 
 
 class GridSearcher(PlannedSearcher):
-    def __init__(self, cfg) -> None:  # noqa: ANN001
+    def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.grid = Grid(cfg.hyperparameters)
         self.count = len(self.grid)

@@ -55,6 +55,6 @@ def _short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def gcs_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):  # noqa: ANN201
+def gcs_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):
     """Raises the taxonomy error for any GCS error inside the block (chained to the original)."""
     return translated(translate, bucket=bucket, where=where, missing=missing)

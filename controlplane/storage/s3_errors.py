@@ -59,6 +59,6 @@ def translate(exc: BaseException, *, bucket: str, where: str,
     return None
 
 
-def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):  # noqa: ANN201
+def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):
     """Raises the taxonomy error for any S3 error inside the block (chained to the original)."""
     return translated(translate, bucket=bucket, where=where, missing=missing)

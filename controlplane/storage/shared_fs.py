@@ -77,7 +77,7 @@ class LocalDirectoryStorage(StorageManager):
         yield self._existing(ckpt_uuid)
 
     def delete(self, ckpt_uuid: str) -> None:
-        def writable_again(func, target, exc_info) -> None:  # noqa: ANN001 - a published checkpoint is read-only
+        def writable_again(func, target, exc_info) -> None:  # a published checkpoint is read-only
             if isinstance(exc_info[1], FileNotFoundError):
                 return
             if not isinstance(exc_info[1], PermissionError):

@@ -114,7 +114,7 @@ class LocalCluster:
     def pids(self) -> dict:
         return json.loads((self.data_dir / "pids.json").read_text())
 
-    def det(self, *args: str, **kw) -> subprocess.CompletedProcess:  # noqa: ANN003
+    def det(self, *args: str, **kw) -> subprocess.CompletedProcess:
         return det(*args, env=self.env, **kw)
 
     def for_test(self, tmp_path: Path) -> LocalCluster:

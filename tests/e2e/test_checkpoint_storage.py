@@ -30,11 +30,11 @@ PREFIX = "e2e/ckpts"
 BATCHES = 800  # a checkpoint every 100 batches
 
 
-def bucket_uuids(bucket) -> set[str]:  # noqa: ANN001
+def bucket_uuids(bucket) -> set[str]:
     return {k[len(PREFIX) + 1:].split("/", 1)[0] for k in bucket.keys(PREFIX + "/")}
 
 
-def bucket_files(bucket, uuid: str) -> dict[str, bytes]:  # noqa: ANN001
+def bucket_files(bucket, uuid: str) -> dict[str, bytes]:
     """A checkpoint's objects read with the plain client, not through our storage code."""
     prefix = f"{PREFIX}/{uuid}/"
     client = bucket.client()
@@ -66,8 +66,8 @@ def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads
     s = requests.Session()
     s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    def trial_with_checkpoint(min_steps: int):  # noqa: ANN202
-        def check():  # noqa: ANN202
+    def trial_with_checkpoint(min_steps: int):
+        def check():
             trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
             if not trials or not trials[0].get("latestCheckpointUuid"):
                 return None
@@ -95,7 +95,7 @@ def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads
     assert "resumed from checkpoint" in logs, logs[-2000:]
 
     # GC at the experiment's end: the latest, the best by validation_loss, and the registered one.
-    def settled():  # noqa: ANN202
+    def settled():
         # GC is done when nothing is left in between: a checkpoint the killed run only announced
         # (STATE_ACTIVE) is GC's to remove too, as is one marked for deletion.
         listed = json.loads(cluster.det("experiment", "list-checkpoints", str(exp_id), "--json").stdout)

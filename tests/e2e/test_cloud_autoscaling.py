@@ -66,14 +66,14 @@ def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def ec2(moto_url: str):  # noqa: ANN201
+def ec2(moto_url: str):
     import boto3
 
     return boto3.session.Session().client("ec2", region_name=REGION, endpoint_url=moto_url)
 
 
 @pytest.fixture
-def gce_server():  # noqa: ANN201
+def gce_server():
     from tests.provisioners.gce_server import GceTestServer
 
     with GceTestServer() as srv:
@@ -129,8 +129,8 @@ def _state(exp: dict) -> str:
     return exp["state"].removeprefix("STATE_")
 
 
-def wait_experiment(api: Api, exp_id: int, timeout_s: float, why) -> dict:  # noqa: ANN001
-    def done():  # noqa: ANN202
+def wait_experiment(api: Api, exp_id: int, timeout_s: float, why) -> dict:
+    def done():
         exp = api.experiment(exp_id)
         return exp if _state(exp) in ("COMPLETED", "CANCELED", "ERROR") else None
 
@@ -149,7 +149,7 @@ def hello_config() -> dict:
             "hyperparameters": {"n": {"type": "int", "minval": 1, "maxval": 100}}, "max_restarts": 0}
 
 
-def start_master(tmp_path: Path, db_url: str, provider: dict, stack: list, **extra) -> tuple[MasterProcess, Api]:  # noqa: ANN003
+def start_master(tmp_path: Path, db_url: str, provider: dict, stack: list, **extra) -> tuple[MasterProcess, Api]:
     pool = {"pool_name": "gpu", "provider": provider}
     master = MasterProcess(tmp_path / "master", db_url, extra={
         "autoscaler_tick": "1s", "resource_pools": [pool], "agent_reconnect_wait": "3s", **extra})
@@ -166,20 +166,20 @@ def diagnose(master: MasterProcess, sim: BootSimulator, api: Api) -> str:
     return f"master log:\n{master.log_tail(40)}\n\nsimulator:\n{sim.describe()}\n\npool:\n{pool}"
 
 
-def ec2_ids(ec2, cluster_id: str, states: tuple[str, ...] | None = None) -> list[str]:  # noqa: ANN001
+def ec2_ids(ec2, cluster_id: str, states: tuple[str, ...] | None = None) -> list[str]:
     resp = ec2.describe_instances(Filters=[{"Name": "tag:det-cluster-id", "Values": [cluster_id]},
                                            {"Name": "tag:det-pool", "Values": ["gpu"]}])
     return sorted(i["InstanceId"] for r in resp["Reservations"] for i in r["Instances"]
                   if states is None or i["State"]["Name"] in states)
 
 
-def gce_names(srv, cluster_id: str) -> list[str]:  # noqa: ANN001
+def gce_names(srv, cluster_id: str) -> list[str]:
     with srv.state.lock:
         return sorted(i["name"] for i in srv.state.instances.values()
                       if i.get("labels", {}).get("det-cluster-id") == cluster_id)
 
 
-def check_lifecycle(api: Api, master: MasterProcess, sim: BootSimulator, cloud_ids, tmp_path: Path) -> None:  # noqa: ANN001
+def check_lifecycle(api: Api, master: MasterProcess, sim: BootSimulator, cloud_ids, tmp_path: Path) -> None:
     """Submit two one-slot trials to the empty pool; follow them through launch, boot,
     registration, the run, idle scale-down and cleanup."""
     why = lambda: diagnose(master, sim, api)  # noqa: E731
@@ -189,7 +189,7 @@ def check_lifecycle(api: Api, master: MasterProcess, sim: BootSimulator, cloud_i
     launched = wait_for(lambda: cloud_ids() or None, 60, "the autoscaler to launch instances")
     assert 1 <= len(launched) <= 2, launched
 
-    def registered():  # noqa: ANN202
+    def registered():
         ids = {a["id"] for a in api.agents()}
         return ids if ids and ids <= set(sim.live()) | set(sim.gone()) else None
 
@@ -208,7 +208,7 @@ def check_lifecycle(api: Api, master: MasterProcess, sim: BootSimulator, cloud_i
     every = set(sim.instances)  # everything the simulator ever booted
     assert every and every <= set(launched) | set(api_instance_ids(api)), (every, launched)
 
-    def scaled_down():  # noqa: ANN202
+    def scaled_down():
         d = api.pool()
         done = d["instances"] and all(i["state"] == "terminated" for i in d["instances"])
         return d if done and not cloud_ids() and not sim.live() and not api.agents() else None
@@ -308,7 +308,7 @@ def test_ec2_spot_interruption_checkpoints_and_resumes_on_a_new_instance(tmp_pat
     context["model.py"] += SLOW_BATCHES.encode()
     exp_id = api.create_experiment(config, context)
 
-    def running_with_a_checkpoint():  # noqa: ANN202
+    def running_with_a_checkpoint():
         trials = api.trials(exp_id)
         live = sim.live()
         if trials and len(live) == 1 and _state(trials[0]) == "RUNNING" and trials[0].get("latestCheckpointUuid"):
@@ -382,7 +382,7 @@ def test_an_instance_that_vanishes_from_the_cloud_is_replaced(tmp_path, db_url, 
     except AssertionError as e:
         raise AssertionError(f"{e}\n{why()}") from None
 
-    def record_terminated():  # noqa: ANN202
+    def record_terminated():
         rec = {i["id"]: i for i in api.pool()["instances"]}[first[0]]
         return rec if rec["state"] == "terminated" else None
 

@@ -35,11 +35,11 @@ sys.exit(int(sys.argv[2]))
 """
 
 
-def described(cluster, kind: str, task: str) -> dict:  # noqa: ANN001
+def described(cluster, kind: str, task: str) -> dict:
     return json.loads(cluster.det(kind, "describe", task, "--json").stdout)
 
 
-def wait_state(cluster, kind: str, task: str, state: str, timeout: float = 180) -> dict:  # noqa: ANN001
+def wait_state(cluster, kind: str, task: str, state: str, timeout: float = 180) -> dict:
     deadline = time.time() + bounded(timeout)
     while (found := described(cluster, kind, task))["state"] != state:
         assert found["state"] != "STATE_TERMINATED" and time.time() < deadline, (

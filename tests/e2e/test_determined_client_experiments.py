@@ -92,7 +92,7 @@ class RealClient:
                         f"experiment {exp_id} to reach {states}", interval_s=0.5)
 
 
-def write_config(tmp_path: Path, name: str, batches: int, **extra) -> Path:  # noqa: ANN003
+def write_config(tmp_path: Path, name: str, batches: int, **extra) -> Path:
     config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
     config["searcher"]["max_length"] = {"batches": batches}
     config.update(extra)

@@ -38,7 +38,7 @@ dist.destroy_process_group()
 """
 
 
-def _experiment(cluster, tmp_path, name: str, extra: str = "") -> tuple[int, int]:  # noqa: ANN001
+def _experiment(cluster, tmp_path, name: str, extra: str = "") -> tuple[int, int]:
     context = tmp_path / name
     context.mkdir()
     (context / "ar.py").write_text(ALL_REDUCE)

@@ -28,7 +28,7 @@ def test_random_search_on_two_agents(local_cluster):
     exp_id = json.loads(created.stdout)["id"]
     cluster.det("experiment", "wait", str(exp_id), timeout=900)
 
-    def gc_done():  # noqa: ANN202 - checkpoint GC runs after the experiment ends, on its own loop
+    def gc_done():  # checkpoint GC runs after the experiment ends, on its own loop
         d = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
         return d if all(sum(c["state"] == "STATE_COMPLETED" for c in t["checkpoints"]) <= 2
                         for t in d["trials"]) else None
@@ -76,7 +76,7 @@ def test_killed_agent_trial_resumes_on_the_other_agent(local_cluster, tmp_path):
     s = requests.Session()
     s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    def first_checkpoint():  # noqa: ANN202
+    def first_checkpoint():
         trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
         return trials and trials[0].get("latestCheckpointUuid") and trials[0]
 
@@ -117,7 +117,7 @@ def test_up_after_a_master_crash_keeps_the_agent_and_its_trial(local_cluster):
     s = requests.Session()
     s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    def trial_reporting():  # noqa: ANN202
+    def trial_reporting():
         trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
         return trials and trials[0]["totalBatchesProcessed"] > 0 and trials[0]
 
@@ -135,7 +135,7 @@ def test_up_after_a_master_crash_keeps_the_agent_and_its_trial(local_cluster):
 
     s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    def trial_progressed():  # noqa: ANN202
+    def trial_progressed():
         t = s.get(f"{cluster.url}/api/v1/trials/{trial['id']}").json()["trial"]
         return t["totalBatchesProcessed"] > trial["totalBatchesProcessed"] and t
 

@@ -30,7 +30,7 @@ def test_master_killed_and_restarted_mid_trial(local_cluster, tmp_path):
     s = requests.Session()
     s.headers["Authorization"] = f"Bearer {login(cluster.url)}"
 
-    def trial_with_progress():  # noqa: ANN202
+    def trial_with_progress():
         trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
         return trials and trials[0]["totalBatchesProcessed"] >= 200 and trials[0]
 

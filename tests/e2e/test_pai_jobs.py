@@ -92,7 +92,7 @@ def job_json(name: str) -> dict:
     }
 
 
-def wait_final(cluster, name: str, timeout: float = 300) -> dict:  # noqa: ANN001
+def wait_final(cluster, name: str, timeout: float = 300) -> dict:
     deadline = time.time() + bounded(timeout)
     while True:
         detail = json.loads(cluster.det("pai", "describe", name, "--json").stdout)

@@ -59,7 +59,7 @@ def _context(tmp_path: Path, *, slow: bool = False) -> Path:
     return context
 
 
-def _create(cluster, context: Path, *overrides: str) -> int:  # noqa: ANN001
+def _create(cluster, context: Path, *overrides: str) -> int:
     args = [arg for o in overrides for arg in ("--config", o)]
     return json.loads(cluster.det("experiment", "create", str(context / "distributed.yaml"), str(context), "--json",
                                   *args).stdout)["id"]

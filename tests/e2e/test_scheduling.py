@@ -33,7 +33,7 @@ def test_high_priority_preempts_low_priority_on_one_agent(local_cluster):
                                  "--config", f"searcher.max_length.batches={LOW_BATCHES}",
                                  "--config", "resources.priority=50").stdout)["id"]
 
-    def low_checkpointed():  # noqa: ANN202
+    def low_checkpointed():
         trials = s.get(f"{cluster.url}/api/v1/experiments/{low}/trials").json()["trials"]
         return trials and trials[0].get("latestCheckpointUuid") and trials[0]
 
@@ -91,14 +91,14 @@ def test_pause_frees_the_slot_and_activate_resumes_without_lost_steps(local_clus
     exp_id = json.loads(cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
                                     "--config", "searcher.max_length.batches=2000").stdout)["id"]
 
-    def first_trial():  # noqa: ANN202
+    def first_trial():
         trials = s.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials").json()["trials"]
         return trials and trials[0]
 
     trial = wait_for(lambda: (t := first_trial()) and t.get("latestCheckpointUuid") and t, 120, "a checkpoint")
     cluster.det("experiment", "pause", str(exp_id))
 
-    def paused_and_free():  # noqa: ANN202
+    def paused_and_free():
         t = first_trial()
         agents = s.get(f"{cluster.url}/api/v1/agents").json()["agents"]
         free = all(slot["container"] is None for a in agents for slot in a["slots"].values())

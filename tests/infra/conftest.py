@@ -59,7 +59,7 @@ class Booted:
 
 
 @pytest.fixture
-def run_boot(tmp_path: Path):  # noqa: ANN201
+def run_boot(tmp_path: Path):
     """run_boot(script, **env) -> Booted: the script under bash, det-master replaced by a stub."""
     stub = tmp_path / "det-master-stub"
     stub.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$STUB_ARGS"\n')

@@ -33,7 +33,7 @@ def moto_url(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def session(moto_url: str):  # noqa: ANN201 - a boto3 Session whose clients reach moto
+def session(moto_url: str):  # a boto3 Session whose clients reach moto
     import boto3
 
     return boto3.session.Session(region_name=REGION)

@@ -137,7 +137,7 @@ def test_real_master_boots_from_the_script(tmp_path, imds):
                DET_MASTER_CONFIG_DIR=str(tmp_path / "etc"), DET_METADATA_URL=imds.url,
                DET_MASTER_DB_URL=f"sqlite:///{tmp_path}/master.db", DET_MASTER_DATA_DIR=str(tmp_path / "data"),
                AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true")
-    log = open(tmp_path / "master.log", "wb")  # noqa: SIM115 - closed below
+    log = open(tmp_path / "master.log", "wb")  # closed below
     proc = subprocess.Popen(["bash", str(script_path)], env=env, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -27,7 +27,7 @@ def opts(**kw: Any) -> AwsOptions:
     return AwsOptions(**{**base, **kw})
 
 
-def quotas(values: dict[str, float]):  # noqa: ANN201 - a before-call hook answering GetServiceQuota
+def quotas(values: dict[str, float]):  # a before-call hook answering GetServiceQuota
     def hook(params: dict, **_: Any) -> Any:
         code = json.loads(params["body"])["QuotaCode"]
         return AWSResponse("http://quotas", 200, {}, None), {"Quota": {"QuotaCode": code,

@@ -51,7 +51,7 @@ def serve(catalog: Catalog) -> ThreadingHTTPServer:
         def error(self, status: int, message: str) -> None:
             self.send(status, {"error": {"code": status, "message": message, "errors": [{"message": message}]}})
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             if catalog.status != 200:
                 return self.error(catalog.status, catalog.message)
             if m := re.fullmatch(base + r"/zones/([^/]+)/machineTypes/([^/?]+)", self.path.split("?")[0]):

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def ec2(session):  # noqa: ANN001, ANN201
+def ec2(session):
     return session.client("ec2", region_name=REGION)
 
 
@@ -91,7 +91,7 @@ class SlowEc2:
     def describe_spot_instance_requests(self, **_: Any) -> dict[str, Any]:
         return {"SpotInstanceRequests": []}
 
-    def terminate_instances(self, InstanceIds: list[str]) -> None:  # noqa: N803 - boto3's name
+    def terminate_instances(self, InstanceIds: list[str]) -> None:  # boto3's name
         self.terminated += InstanceIds
 
 

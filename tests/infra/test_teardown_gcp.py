@@ -65,7 +65,7 @@ def test_a_second_down_finds_nothing_to_do(gce):
 class Refusing(GcpClients):
     """The real clients' error at the client boundary: the project refuses the list."""
 
-    def instances(self):  # noqa: ANN201
+    def instances(self):
         from google.api_core.exceptions import Forbidden
 
         class Instances:

@@ -38,7 +38,7 @@ def test_a_number_is_the_rank_itself() -> None:
     assert res.returncode == 0 and res.stdout == "[rank=3] x\n"
 
 
-def test_status_files_for_the_launcher(tmp_path) -> None:  # noqa: ANN001
+def test_status_files_for_the_launcher(tmp_path) -> None:
     code = "import os, sys; print(os.environ.get('DET_LAUNCHER_STATUS_DIR')); sys.exit(6)"
     res = run(["RANK", "--", sys.executable, "-c", code], {"RANK": "2", "DET_LAUNCHER_STATUS_DIR": str(tmp_path)})
     assert res.returncode == 6 and res.stdout == "[rank=2] None\n"  # not passed on to the worker

@@ -7,7 +7,7 @@ from typing import Any
 import google.api_core.exceptions as gex  # a required dependency: fail loudly if missing
 import pytest
 
-from provisioners.base import (  # noqa: E402
+from provisioners.base import (
     Fatal,
     InvalidConfig,
     NoCapacity,
@@ -15,7 +15,7 @@ from provisioners.base import (  # noqa: E402
     QuotaExceeded,
     Transient,
 )
-from provisioners.gce_errors import classify, map_error, operation_error  # noqa: E402
+from provisioners.gce_errors import classify, map_error, operation_error
 
 
 def _err(cls: Any, message: str, reason: str | None = None) -> Exception:

@@ -13,7 +13,7 @@ from typing import Any
 import google.cloud.compute_v1  # noqa: F401  (required: fail loudly if missing)
 import pytest
 
-from provisioners.base import (  # noqa: E402
+from provisioners.base import (
     TAG_CLUSTER,
     TAG_POOL,
     TAG_REQUEST,
@@ -24,8 +24,8 @@ from provisioners.base import (  # noqa: E402
     Provisioner,
     QuotaExceeded,
 )
-from provisioners.gce import GceConfig, GceProvisioner, instance_name  # noqa: E402
-from tests.provisioners.gce_server import Fault, GceTestServer  # noqa: E402
+from provisioners.gce import GceConfig, GceProvisioner, instance_name
+from tests.provisioners.gce_server import Fault, GceTestServer
 
 ZONES = ["us-central1-a", "us-central1-b"]
 

@@ -71,7 +71,7 @@ class MetadataServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_PUT(self) -> None:  # noqa: N802
+            def do_PUT(self) -> None:
                 if server.cloud == "aws" and self.path == "/latest/api/token":
                     if not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
                         return self._reply(400, "missing TTL header")
@@ -80,7 +80,7 @@ class MetadataServer:
                     return self._reply(200, token)
                 self._reply(404, "not found")
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 status, body = server._answer(self.path, self.headers)
                 self._reply(status, body)
 

@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def database_for(node, directory: Path) -> Iterator[str]:  # noqa: ANN001
+def database_for(node, directory: Path) -> Iterator[str]:
     """An empty database for a master that serves more than one test (a module's shared cluster),
     on the backend ``node``'s markers choose (``backends_for`` in tests/conftest.py: SQLite unless the
     module says ``one_database("postgres")``): an SQLite file in ``directory``, or a new PostgreSQL
@@ -140,7 +140,7 @@ class AgentProcess(_Managed):
         return self
 
 
-def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):  # noqa: ANN001, ANN201
+def wait_for(predicate, timeout_s: float, what: str, interval_s: float = 0.2):
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:

@@ -14,7 +14,7 @@ from pathlib import Path
 PG_ADMIN_URL = os.environ.get("DET_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def run_async(coro) -> None:  # noqa: ANN001
+def run_async(coro) -> None:
     """asyncio.run, in a thread of its own where this thread already runs a loop (Playwright's
     sync API, which the browser tests hold open for the whole session; async fixtures)."""
     try:

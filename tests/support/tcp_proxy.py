@@ -23,7 +23,7 @@ class TcpProxy:
         self._thread.start()
         self.restore()
 
-    def _call(self, coro) -> None:  # noqa: ANN001
+    def _call(self, coro) -> None:
         asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
 
     def cut(self) -> None:

@@ -56,7 +56,7 @@ def output_dir(request: pytest.FixtureRequest) -> Path:
 class UiSession:
     """A signed-in browser context and its page, with the log of every request it made."""
 
-    def __init__(self, browser, base_url: str, username: str, password: str) -> None:  # noqa: ANN001
+    def __init__(self, browser, base_url: str, username: str, password: str) -> None:
         self.base_url, self.username = base_url, username
         self.context = browser.new_context(base_url=base_url, viewport={"width": 1400, "height": 900})
         self.context.set_default_timeout(30_000)

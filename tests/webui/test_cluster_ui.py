@@ -34,7 +34,7 @@ def autoscaled(tmp_path, db_url):
             kill_if_alive(pid)
 
 
-def _instances(page) -> dict[str, dict]:  # noqa: ANN001
+def _instances(page) -> dict[str, dict]:
     """Instance id -> {state, reason} as the page shows them now."""
     rows = page.eval_on_selector_all(
         "table.instances tr[data-instance]",

@@ -28,7 +28,7 @@ def cluster(tmp_path, db_url):
         master.stop()
 
 
-def _submit(master: MasterProcess, tmp_path, name: str, priority: int) -> int:  # noqa: ANN001
+def _submit(master: MasterProcess, tmp_path, name: str, priority: int) -> int:
     context = tmp_path / "ctx"
     context.mkdir(exist_ok=True)
     (context / "sleep.py").write_text(SLEEPER)
@@ -39,19 +39,19 @@ def _submit(master: MasterProcess, tmp_path, name: str, priority: int) -> int:  
     return json.loads(out.stdout)["id"]
 
 
-def _env(master: MasterProcess, tmp_path) -> dict:  # noqa: ANN001
+def _env(master: MasterProcess, tmp_path) -> dict:
     return {"DET_MASTER": master.url, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
 
 
-def _cli_order(master: MasterProcess, tmp_path) -> list[str]:  # noqa: ANN001
+def _cli_order(master: MasterProcess, tmp_path) -> list[str]:
     return [j["jobId"] for j in json.loads(det("job", "list", "--json", env=_env(master, tmp_path)).stdout)]
 
 
-def _page_order(page) -> list[str]:  # noqa: ANN001
+def _page_order(page) -> list[str]:
     return page.eval_on_selector_all("#job-queue tr[data-job-id]", "rows => rows.map(r => r.dataset.jobId)")
 
 
-def _manage(page, job_id: str) -> None:  # noqa: ANN001
+def _manage(page, job_id: str) -> None:
     page.click(f'#job-queue tr[data-job-id="{job_id}"] details.menu summary')
     page.click(f'#job-queue tr[data-job-id="{job_id}"] button[data-manage-job]')
     page.wait_for_selector("#manage-job[open]")

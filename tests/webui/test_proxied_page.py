@@ -57,7 +57,7 @@ PAGE = """<!doctype html><html><head><title>working</title></head><body><p>alice
 class NotebookPage(BaseHTTPRequestHandler):
     server: PageServer
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         body = self.server.page.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -109,7 +109,7 @@ def test_a_notebooks_page_opened_by_an_admin_cannot_make_its_owner_admin(chromiu
     alice = r.json()["user"]["id"]
     notebook_page.page = PAGE.replace("MASTER", repr(url)).replace("ALICE", str(alice))
 
-    async def resolver(session, task_id: str) -> task_proxy.ProxyTarget | None:  # noqa: ANN001
+    async def resolver(session, task_id: str) -> task_proxy.ProxyTarget | None:
         if task_id != TASK:
             return None
         return task_proxy.ProxyTarget(alice, "127.0.0.1", notebook_page.server_address[1], "")

@@ -116,7 +116,7 @@ class _Deferred(Exception):
     """This agent's inbox still holds messages: its registration is recorded after them."""
 
 
-async def _apply(rt, agent_id: str, item: object) -> None:  # noqa: ANN001
+async def _apply(rt, agent_id: str, item: object) -> None:
     """One message from an agent's inbox (orchestration/agent_inbox.py)."""
     if isinstance(item, RecordRegistration):
         registered = await rt.orchestrator.agent_registered(item.conn, item.register)
@@ -140,7 +140,7 @@ async def _apply(rt, agent_id: str, item: object) -> None:  # noqa: ANN001
 async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:
     try:
         await socket.close(code=code, reason=reason[:120])
-    except Exception:  # already closed by the peer
+    except Exception:  # noqa: BLE001 - already closed by the peer
         pass
 
 
@@ -263,7 +263,7 @@ async def list_agents(
                              pagination=pagination(offset, limit, total, len(agents)))
 
 
-async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
+async def _slot_use(session) -> dict[str, dict[int, str]]:
     use: dict[str, dict[int, str]] = {}
     for alloc in (await session.scalars(select(Allocation).where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
         for r in gang.resources_of(alloc):

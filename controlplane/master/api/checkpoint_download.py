@@ -29,7 +29,7 @@ class StorageFailed(ApiError):
     status = 502
 
 
-def _pack(rt, storage_config: dict, uuid: str, work: Path, digests: dict | None) -> Path:  # noqa: ANN001
+def _pack(rt, storage_config: dict, uuid: str, work: Path, digests: dict | None) -> Path:
     from controlplane.storage import CheckpointChanged, CheckpointNotFound, StorageError
     from controlplane.storage.digests import verify
 

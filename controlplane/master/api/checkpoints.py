@@ -60,7 +60,7 @@ def _sorted(rows: list, config: dict, sort_by: str | None, order_by: str | None)
         s = config.get("searcher") or {}
         metric, smaller = s.get("metric", ""), bool(s.get("smaller_is_better", True))
 
-        def key(row):  # noqa: ANN001, ANN202
+        def key(row):
             value = decode_nonfinite((row[1] or {}).get(metric))
             if not isinstance(value, (int, float)) or value != value:
                 return (1, 0.0)

@@ -33,7 +33,7 @@ ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2
                                                    description="only this project's experiments; 0: all")]
 
 
-async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:  # noqa: ANN001
+async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:
     exp = await session.get(Experiment, exp_id)
     if exp is None:
         raise NotFound(f"experiment {exp_id} not found")
@@ -179,7 +179,7 @@ async def owned_experiment(request: Request, exp_id: int, action: Action) -> Exp
     return exp
 
 
-def _action(name: str, operation_id: str, method_name: str):  # noqa: ANN202
+def _action(name: str, operation_id: str, method_name: str):
     @post(f"/api/v1/experiments/{{exp_id:int}}/{name}", operation_id=operation_id, tags=["experiments"],
           opt=opt(Action.EDIT), status_code=200, name=f"experiment-{name}")
     async def handler(request: Request, exp_id: ExperimentId) -> dict[str, Any]:

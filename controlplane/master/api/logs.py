@@ -196,7 +196,7 @@ async def trial_logs(
         try:
             async for chunk in lines():
                 yield chunk
-        except Exception:  # noqa: BLE001 - the 200 is sent: end the stream with a line saying why
+        except Exception:  # the 200 is sent: end the stream with a line saying why
             log.exception("trial %s log stream failed", trial_id)
             yield _error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
 

@@ -61,7 +61,7 @@ async def create_model(request: Request, data: svc.PostModelRequest) -> dict[str
 async def list_models(
     request: Request, limit: ListLimit = 0, offset: ListOffset = 0, archived: bool | None = None,
     name: QueryText = None, description: QueryText = None, sort_by: SortBy = None, order_by: OrderBy = None,
-    id: TextList = None, labels: TextList = None, users: TextList = None,  # noqa: A002 (Determined's name)
+    id: TextList = None, labels: TextList = None, users: TextList = None,  # Determined's name
     user_ids: Annotated[list[str] | None, QueryParameter(name="userIds", max_items=1000)] = None,
     workspace_names: Annotated[list[str] | None, QueryParameter(name="workspaceNames", max_items=1000)] = None,
     workspace_ids: Annotated[list[str] | None, QueryParameter(name="workspaceIds", max_items=1000)] = None,

@@ -99,7 +99,7 @@ def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = No
     return out
 
 
-def metrics_summary(steps: int, avg: dict, report_time) -> dict:  # noqa: ANN001
+def metrics_summary(steps: int, avg: dict, report_time) -> dict:
     return {"totalBatches": steps, "endTime": iso(report_time),
             "metrics": {"avgMetrics": decode_for_wire(avg), "batchMetrics": None}, "numInputs": 0}
 

@@ -66,7 +66,7 @@ def _stream(request: Request, ids: list[int], group: str) -> Stream:
         try:
             async for line in report_pages(rt, ids, group):
                 yield line
-        except Exception:  # noqa: BLE001 - the 200 is sent: end the stream with a line saying why
+        except Exception:  # the 200 is sent: end the stream with a line saying why
             log.exception("metric stream of trials %s failed", ids)
             message = "reading the metrics failed; the master log has the details"
             yield _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"

@@ -152,7 +152,7 @@ class PoolAutoscaler:
             seen = self.first_tick_at
         return seen
 
-    def _record_vanished(self, session, rows: dict[str, Instance], listed_ids: set[str]) -> list[tuple[str, str]]:  # noqa: ANN001
+    def _record_vanished(self, session, rows: dict[str, Instance], listed_ids: set[str]) -> list[tuple[str, str]]:
         """Rows the cloud no longer lists, other than launches it may not list yet, are gone:
         a spot reclaim, a console termination. Their bill stops now and the reason says why."""
         waiting = {p.launch_request_id for p in self.in_flight}
@@ -192,7 +192,7 @@ class PoolAutoscaler:
             await self._record_launch(instances, req, launch.reason)
         return False
 
-    async def _record_launch(self, instances: list, req: LaunchRequest, reason: str) -> None:  # noqa: ANN001
+    async def _record_launch(self, instances: list, req: LaunchRequest, reason: str) -> None:
         async with self.rt.sessions.begin() as session:
             for inst in instances:
                 session.add(Instance(
@@ -224,7 +224,7 @@ class PoolAutoscaler:
         log.info("pool %s: terminated %s: %s", self.pool, instance_id, reason)
 
     @staticmethod
-    def _move(session, row: Instance, state: str, reason: str) -> None:  # noqa: ANN001
+    def _move(session, row: Instance, state: str, reason: str) -> None:
         session.add(StateTransition(entity="instance", entity_id=row.id, from_state=row.state, to_state=state,
                                     reason=reason, at=utcnow()))
         row.state = state

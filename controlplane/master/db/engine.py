@@ -35,7 +35,7 @@ def make_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine.sync_engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
+        def _sqlite_pragmas(dbapi_conn, _record) -> None:
             # WAL lets readers run beside the writer. synchronous=NORMAL: a commit is written to the
             # WAL (in the OS's page cache) before the 200, so it survives the master's process being
             # killed (kill -9), which is the durability the master promises; the WAL is fsynced at
@@ -51,7 +51,7 @@ def make_engine(url: str) -> AsyncEngine:
             dbapi_conn.isolation_level = None
 
         @event.listens_for(engine.sync_engine, "begin")
-        def _begin(conn) -> None:  # noqa: ANN001
+        def _begin(conn) -> None:
             # A deferred transaction that reads and then writes fails at once with "database is
             # locked" when another writer won meanwhile (busy_timeout does not help there), so
             # write transactions take the write lock at BEGIN; reads stay deferred and never wait.

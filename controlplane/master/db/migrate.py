@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-def alembic_config(connection=None) -> Config:  # noqa: ANN001
+def alembic_config(connection=None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = connection

@@ -100,7 +100,7 @@ class AgentInbox:
                 await self._apply(msg)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the socket must outlive any one message
+            except Exception as exc:  # the socket must outlive any one message
                 cause = outage.cause_of(exc)
                 if cause is not None:  # kept: applied once the database is back
                     self._health.failed(cause)

@@ -152,7 +152,7 @@ class Orchestrator:
             self.cm = self.orch.rt.sessions.begin()
             return await self.cm.__aenter__()
 
-        async def __aexit__(self, *exc) -> None:  # noqa: ANN002
+        async def __aexit__(self, *exc) -> None:
             try:
                 await self.cm.__aexit__(*exc)
                 if exc[0] is None:
@@ -366,7 +366,7 @@ class Orchestrator:
         if trial is not None and trial.state == T.QUEUED:
             move(session, trial, T.RUNNING, "its allocation started")
 
-    async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher, actions) -> None:  # noqa: ANN001
+    async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher, actions) -> None:
         shutdown = failure = None
         for action in actions:
             if isinstance(action, Create):

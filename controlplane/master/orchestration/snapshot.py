@@ -43,7 +43,7 @@ def job_priority(exp: Experiment, policy: PoolPolicy | None) -> int:
     return policy.default_priority if policy else 42
 
 
-def _ts(value) -> float:  # noqa: ANN001
+def _ts(value) -> float:
     value = aware(value)
     return value.timestamp() if value is not None else 0.0
 

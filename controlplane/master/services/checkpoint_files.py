@@ -110,7 +110,7 @@ def remove_staging(storage: dict, allocation_ids: list[str]) -> None:
             shutil.rmtree(path, onerror=_writable_again)
 
 
-def _writable_again(func, target: str, exc_info) -> None:  # noqa: ANN001 - shutil.rmtree's onerror
+def _writable_again(func, target: str, exc_info) -> None:  # shutil.rmtree's onerror
     """A directory a task left without write permission (or a published one) is opened to be emptied."""
     if isinstance(exc_info[1], FileNotFoundError):
         return

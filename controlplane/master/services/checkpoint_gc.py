@@ -43,13 +43,13 @@ class DrainReport:
     failed: dict[str, str] = field(default_factory=dict)  # uuid -> error
 
 
-def storage_of(rt: MasterRuntime, config: dict):  # noqa: ANN201
+def storage_of(rt: MasterRuntime, config: dict):
     from controlplane.storage import from_config
 
     return from_config(config or rt.settings.default_checkpoint_storage(), rt.settings.data_dir / "checkpoints")
 
 
-def _mark(session, ckpt: Checkpoint, reason: str) -> None:  # noqa: ANN001
+def _mark(session, ckpt: Checkpoint, reason: str) -> None:
     session.add(StateTransition(entity="checkpoint", entity_id=ckpt.uuid, from_state=ckpt.state,
                                 to_state=DELETING, reason=reason, at=utcnow()))
     ckpt.state, ckpt.delete_reason, ckpt.delete_error = DELETING, reason, ""
@@ -150,7 +150,7 @@ async def request_deletion(rt: MasterRuntime, uuids: list[str], user: AuthedUser
     return marked
 
 
-async def mark_experiment(session, exp_id: int, reason: str) -> list[str]:  # noqa: ANN001
+async def mark_experiment(session, exp_id: int, reason: str) -> list[str]:
     """Inside a caller's transaction (deleting the experiment): mark every checkpoint of it whose
     files may still exist and return all that are not deleted yet (marked now or before).
     Refused while any of them is in the model registry: a model version would lose its files."""

@@ -164,7 +164,7 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
             trial.total_batches = max(trial.total_batches, steps)
 
 
-async def _reported_into(session, principal: Principal, data: ReportCheckpointRequest,  # noqa: ANN001
+async def _reported_into(session, principal: Principal, data: ReportCheckpointRequest,
                          allocation_id: str) -> tuple[Trial, Experiment, Checkpoint | None] | None:
     """(trial, experiment, existing row) the report goes into, if the caller may report there; None
     for a retry of a report that already landed."""
@@ -211,7 +211,7 @@ async def set_metadata(rt: MasterRuntime, principal: Principal, ckpt_uuid: str,
         return ckpt, (exp.config if exp is not None else None), validation
 
 
-async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:  # noqa: ANN001
+async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:
     """A task reads only its own experiment's checkpoints (and the one it warm-starts from);
     users read any (VIEW)."""
     if not isinstance(principal, TaskPrincipal):
@@ -244,7 +244,7 @@ async def get_checkpoint(rt: MasterRuntime, principal: Principal,
         return ckpt, config, validation
 
 
-async def _validation_at(session, trial_id: int | None, steps: int) -> dict | None:  # noqa: ANN001
+async def _validation_at(session, trial_id: int | None, steps: int) -> dict | None:
     if trial_id is None:
         return None
     return await session.scalar(select(Metric.metrics).where(

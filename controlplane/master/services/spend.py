@@ -62,7 +62,7 @@ def _holds_of(rows: Iterable, now: float) -> list[Hold]:
     return out
 
 
-def _hold_query(where: ColumnElement[bool]):  # noqa: ANN202 (a Select of the columns _holds_of reads)
+def _hold_query(where: ColumnElement[bool]):  # a Select of the columns _holds_of reads
     return (select(Trial.experiment_id, Allocation.assigned_at, Allocation.started_at, Allocation.ended_at,
                    Allocation.agent_id, Allocation.slot_ids, Allocation.resources)
             .join(Trial, Trial.id == Allocation.trial_id)

@@ -64,7 +64,7 @@ def start_agent(tmp_path: Path) -> Iterator[AgentFactory]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(master: FakeMaster, *extra: str, token: str = JOIN_TOKEN) -> subprocess.Popen[bytes]:
-        log_file = open(tmp_path / f"agent-{len(procs)}.log", "wb")  # noqa: SIM115 - closed with the process
+        log_file = open(tmp_path / f"agent-{len(procs)}.log", "wb")  # closed with the process
         argv = [
             DET_AGENT,
             "--master",

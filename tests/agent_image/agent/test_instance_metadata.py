@@ -19,7 +19,7 @@ class Metadata(BaseHTTPRequestHandler):
     interrupted = False
     token = "tok-123"
 
-    def log_message(self, *args) -> None:  # noqa: ANN002
+    def log_message(self, *args) -> None:
         pass
 
     def _send(self, code: int, body: str = "") -> None:
@@ -28,12 +28,12 @@ class Metadata(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body.encode())
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
             return self._send(200, self.token)
         self._send(400)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.startswith("/latest/"):
             if self.headers.get("X-aws-ec2-metadata-token") != self.token:
                 return self._send(401)  # IMDSv2: no token, no answer

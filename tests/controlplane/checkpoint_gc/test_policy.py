@@ -12,7 +12,7 @@ EXP = [C("1a", 1, 10, 0.30), C("1b", 1, 20, 0.50), C("1c", 1, 30, 0.40),
        C("2a", 2, 10, 0.90), C("2b", 2, 20, 0.20), C("2c", 2, 30, 0.60)]
 
 
-def kept(policy: SavePolicy, ckpts=EXP, protected=frozenset()) -> set[str]:  # noqa: ANN001
+def kept(policy: SavePolicy, ckpts=EXP, protected=frozenset()) -> set[str]:
     gone = {d.uuid for d in doomed(ckpts, policy, set(protected))}
     return {c.uuid for c in ckpts} - gone
 

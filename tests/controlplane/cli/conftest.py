@@ -24,7 +24,7 @@ class Result:
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     for var in ("DET_MASTER", "DET_MASTER_ADDR", "DET_USER", "DET_PASS", "DET_USER_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -32,14 +32,14 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
 
 
 @pytest.fixture
-def fake_master(cli_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMaster]:  # noqa: ANN001
+def fake_master(cli_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeMaster]:
     with FakeMaster() as fm:
         monkeypatch.setenv("DET_MASTER", fm.url)
         yield fm
 
 
 @pytest.fixture
-def real_master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[RealMaster]:  # noqa: ANN001
+def real_master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[RealMaster]:
     """The master's own app on SQLite, served from a thread: for commands tested end to end."""
     with RealMaster(tmp_path / "master") as master:
         monkeypatch.setenv("DET_MASTER", master.url)
@@ -110,8 +110,8 @@ def _stub_config_modules() -> dict[str, types.ModuleType]:
 def config_modules(monkeypatch: pytest.MonkeyPatch) -> bool:
     """True when the real config modules are used, False when stubs were installed."""
     try:
-        import controlplane.config.errors  # noqa: F401
-        import controlplane.config.experiment  # noqa: F401
+        import controlplane.config.errors
+        import controlplane.config.experiment
         import controlplane.config.yaml_io  # noqa: F401
         return True
     except ImportError:

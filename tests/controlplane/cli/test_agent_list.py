@@ -19,7 +19,7 @@ def test_agent_list_follows_every_page(fake_master, det, monkeypatch):
     pages = {0: ["a", "b"], 2: ["c"]}
 
     class Paged:
-        def get(self, path, params):  # noqa: ANN001, ANN201
+        def get(self, path, params):
             rows = pages.get(params["offset"], [])
             return {"agents": [{"id": i, "connected": True} for i in rows],
                     "pagination": {"offset": params["offset"], "total": 3}}

@@ -29,26 +29,26 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 @pytest.fixture
-def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
+def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:
     with PaiMaster(tmp_path / "master", master_db_url) as m:
         monkeypatch.setenv("DET_MASTER", m.url)
         yield m
 
 
-def launched(det, *argv: str) -> str:  # noqa: ANN001
+def launched(det, *argv: str) -> str:
     r = det(*argv)
     assert r.rc == 0, r.err
     assert UUID.fullmatch(r.out.strip()), r.out
     return r.out.strip()
 
 
-def as_nora(master, monkeypatch) -> None:  # noqa: ANN001
+def as_nora(master, monkeypatch) -> None:
     master.add_user("nora", "user")
     monkeypatch.setenv("DET_USER", "nora")
     monkeypatch.setenv("DET_PASS", "pw")
 
 
-def kill_over_http(master, kind: str, task: str) -> None:  # noqa: ANN001
+def kill_over_http(master, kind: str, task: str) -> None:
     requests.post(f"{master.url}/api/v1/{kind}s/{task}/kill", headers=master.login("determined"),
                   timeout=10).raise_for_status()
 
@@ -193,7 +193,7 @@ def test_bad_configs_name_the_field(master, det, tmp_path):
     [listed] = json.loads(det("cmd", "list", "--json").out)
     assert (listed["id"], listed["description"]) == (cmd_id, "from file")
 
-    async def spec(session) -> dict:  # noqa: ANN001
+    async def spec(session) -> dict:
         return (await session.execute(select(PaiJob.spec).where(PaiJob.job_id == cmd_id))).scalar_one()
 
     sent = master.db(spec)
@@ -209,11 +209,11 @@ def test_run_sends_the_context_and_follows_its_output(master, det, tmp_path, mon
     (ctx / ".detignore").write_text("data/\n")
     texts = ["first line\n", "no newline", " then more\n"]
 
-    async def job_of(session) -> PaiJob:  # noqa: ANN001
+    async def job_of(session) -> PaiJob:
         return (await session.execute(select(PaiJob).where(PaiJob.kind == "command"))).scalar_one()
 
     def sleep(seconds: float) -> None:  # while it follows: the task writes its lines and is killed
-        async def add_logs(session) -> None:  # noqa: ANN001
+        async def add_logs(session) -> None:
             job = await job_of(session)
             for text in texts:
                 session.add(TaskLog(task_id=task_id(job.id, "command", 0), allocation_id="", agent_id="a",

@@ -71,7 +71,7 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def up(det, data: Path, port: int, *extra: str):  # noqa: ANN001, ANN201
+def up(det, data: Path, port: int, *extra: str):
     return det("deploy", "local", "up", "--port", str(port), "--agents", "1", "--slots-per-agent", "2",
                "--data-dir", str(data), *extra)
 

@@ -20,7 +20,7 @@ GCP_UP = ["deploy", "gcp", "up", "--cluster-id", "demo", "--project-id", "proj-1
 
 
 @pytest.fixture
-def no_pulumi(cli_env, monkeypatch, tmp_path):  # noqa: ANN001, ANN201
+def no_pulumi(cli_env, monkeypatch, tmp_path):
     monkeypatch.setattr("shutil.which", lambda name, *a, **k: None if name == "pulumi" else "/usr/bin/" + name)
 
 

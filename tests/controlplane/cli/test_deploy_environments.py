@@ -19,7 +19,7 @@ def argv_of(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
 
-def test_agents_get_the_environments_and_keep_them_across_a_restart(cli_env, det, tmp_path, stand_ins):  # noqa: F811
+def test_agents_get_the_environments_and_keep_them_across_a_restart(cli_env, det, tmp_path, stand_ins):
     data = tmp_path / "cluster"
     port = free_port()
     venv = tmp_path / "venvs" / "torch"

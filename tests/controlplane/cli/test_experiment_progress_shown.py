@@ -27,7 +27,7 @@ def table_rows(out: str) -> list[list[str]]:
     return [[c.strip() for c in line.split("|")] for line in out.rstrip("\n").splitlines()[2:]]
 
 
-def trained(real_master, exp_id: str, batches: int) -> None:  # noqa: ANN001
+def trained(real_master, exp_id: str, batches: int) -> None:
     """Every trial of the experiment has stored a report at this many batches."""
     db = sqlite3.connect(real_master.app.state.runtime.settings.resolved_db_url().split("///", 1)[1])
     try:

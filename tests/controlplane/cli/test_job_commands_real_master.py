@@ -26,7 +26,7 @@ def table_rows(out: str) -> list[list[str]]:
 
 
 @pytest.fixture
-def three_jobs(real_master, det, tmp_path) -> list[str]:  # noqa: ANN001
+def three_jobs(real_master, det, tmp_path) -> list[str]:
     """Three queued experiments (no agents): their full job ids, in queue order."""
     (tmp_path / "exp.yaml").write_text(CONFIG)
     (tmp_path / "ctx").mkdir()
@@ -37,7 +37,7 @@ def three_jobs(real_master, det, tmp_path) -> list[str]:  # noqa: ANN001
     return [j["jobId"] for j in json.loads(det("job", "list", "--json").out)]
 
 
-def shown(det) -> list[str]:  # noqa: ANN001
+def shown(det) -> list[str]:
     r = det("job", "list")
     assert r.rc == 0, r.err
     return [row[1] for row in table_rows(r.out)]

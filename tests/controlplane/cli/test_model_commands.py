@@ -7,7 +7,7 @@ import json
 from tests.controlplane.cli.test_job_commands import header, table_rows
 
 
-def bodies(fake_master, method: str, path: str) -> list[dict]:  # noqa: ANN001
+def bodies(fake_master, method: str, path: str) -> list[dict]:
     return [json.loads(r.body) if r.body else {} for r in fake_master.calls(method, path)]
 
 

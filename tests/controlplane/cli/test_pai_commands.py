@@ -59,7 +59,7 @@ class PaiMaster(RealMaster):
 
 
 @pytest.fixture
-def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:  # noqa: ANN001
+def master(cli_env, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, master_db_url: str) -> Iterator[PaiMaster]:
     with PaiMaster(tmp_path / "master", master_db_url) as m:
         monkeypatch.setenv("DET_MASTER", m.url)
         yield m
@@ -95,7 +95,7 @@ def header(out: str) -> list[str]:
     return [c.strip() for c in out.splitlines()[0].split("|")]
 
 
-def listed(det) -> list[list[str]]:  # noqa: ANN001
+def listed(det) -> list[list[str]]:
     r = det("pai", "list")
     assert r.rc == 0, r.err
     assert header(r.out) == ["Name", "User", "State", "Retries", "Tasks", "GPUs", "Virtual Cluster", "Created"]
@@ -202,7 +202,7 @@ def test_submit_with_code_dir_uploads_it_and_config_shows_the_json(master, det, 
     assert r.rc == 0 and json.loads(r.out) == job
     assert r.out.startswith('{\n  "jobName": "mnist-1",\n')
 
-    async def code(session) -> bytes:  # noqa: ANN001
+    async def code(session) -> bytes:
         return (await session.execute(select(PaiJob.code).where(PaiJob.name == "mnist-1"))).scalar_one()
 
     with tarfile.open(fileobj=io.BytesIO(master.db(code)), mode="r:*") as tar:  # where it is put is the master's
@@ -254,7 +254,7 @@ def test_logs_pages_and_filters(master, det, tmp_path, monkeypatch):
     lines = [("worker", 0, "epoch 1\n"), ("ps", 0, "serving\n"), ("worker", 1, "epoch 1\n"),
              ("worker", 0, "epoch 2\n"), ("worker", 1, "no newline")]
 
-    async def add_logs(session) -> None:  # noqa: ANN001
+    async def add_logs(session) -> None:
         job_id = (await session.execute(select(PaiJob.id).where(PaiJob.name == "mnist-1"))).scalar_one()
         for role, index, text in lines:
             session.add(TaskLog(task_id=task_id(job_id, role, index), allocation_id="", agent_id="a",

@@ -39,7 +39,7 @@ def header(out: str) -> list[str]:
     return [c.strip() for c in out.splitlines()[0].split("|")]
 
 
-def stored_templates(real_master) -> dict[str, dict]:  # noqa: ANN001
+def stored_templates(real_master) -> dict[str, dict]:
     """What the database holds (secrets included), read beside the master."""
     db = sqlite3.connect(real_master.app.state.runtime.settings.resolved_db_url().split("///", 1)[1])
     try:

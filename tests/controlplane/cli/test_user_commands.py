@@ -21,7 +21,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MasterProcess]:
 
 
 @pytest.fixture
-def as_user(cli_env, master, monkeypatch):  # noqa: ANN001, ANN201
+def as_user(cli_env, master, monkeypatch):
     """`det -u NAME` with NAME's password in DET_USER/DET_PASS, so nothing prompts for it."""
     monkeypatch.setenv("DET_MASTER", master.url)
 

@@ -12,11 +12,11 @@ from controlplane.config.experiment import parse_experiment_config
 BASE = {"entrypoint": "python3 train.py"}
 
 
-def searcher(**fields) -> dict:  # noqa: ANN003
+def searcher(**fields) -> dict:
     return parse_experiment_config({**BASE, "searcher": fields}).to_dict()["searcher"]
 
 
-def error(**fields) -> str:  # noqa: ANN003
+def error(**fields) -> str:
     with pytest.raises(ConfigError) as e:
         parse_experiment_config({**BASE, "searcher": fields})
     return str(e.value)

@@ -16,11 +16,11 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "spirals"
 BASE = {"entrypoint": "python3 train.py", "searcher": {"name": "single", "metric": "loss", "max_length": 10}}
 
 
-def parse(**over) -> dict:  # noqa: ANN003
+def parse(**over) -> dict:
     return parse_experiment_config({**BASE, **over}).to_dict()
 
 
-def error(**over) -> str:  # noqa: ANN003
+def error(**over) -> str:
     with pytest.raises(ConfigError) as e:
         parse_experiment_config({**BASE, **over})
     return str(e.value)

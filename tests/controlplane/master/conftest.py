@@ -60,7 +60,7 @@ async def api(master_db_url, tmp_path):
 
 
 async def create_experiment(api, config: dict | None = None, files: dict[str, str] | None = None,
-                            **extra) -> int:  # noqa: ANN001, ANN003
+                            **extra) -> int:
     import base64
 
     model_def = [{"path": p, "type": 48, "content": base64.b64encode(c.encode()).decode(), "mtime": "0",
@@ -71,7 +71,7 @@ async def create_experiment(api, config: dict | None = None, files: dict[str, st
     return r.json()["experiment"]["id"]
 
 
-async def one_running_trial(api) -> tuple[FakeAgent, wire.StartTask, int]:  # noqa: ANN001
+async def one_running_trial(api) -> tuple[FakeAgent, wire.StartTask, int]:
     """A one-trial experiment started on a new one-slot agent: the agent, its StartTask, the trial id."""
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
@@ -85,7 +85,7 @@ async def one_running_trial(api) -> tuple[FakeAgent, wire.StartTask, int]:  # no
 class FakeAgent:
     """Registers with the orchestrator and records what the master sends it."""
 
-    def __init__(self, rt, agent_id: str = "agent-1", slots: int = 2, pool: str = "default",  # noqa: ANN001
+    def __init__(self, rt, agent_id: str = "agent-1", slots: int = 2, pool: str = "default",
                  environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)) -> None:
         self.rt = rt
         self.agent_id = agent_id

@@ -13,19 +13,19 @@ from tests.controlplane.master.test_users_api import bearer, login
 
 
 @pytest.fixture
-def clock(api) -> FakeClock:  # noqa: ANN001
+def clock(api) -> FakeClock:
     fake = FakeClock()
     api.rt.hub.clock = fake
     return fake
 
 
-async def listed(api, query: str = "") -> dict[str, bool]:  # noqa: ANN001
+async def listed(api, query: str = "") -> dict[str, bool]:
     r = await api.get(f"/api/v1/agents{query}")
     assert r.status_code == 200, r.text
     return {a["id"]: a["connected"] for a in r.json()["agents"]}
 
 
-async def test_a_lost_agent_is_disconnected_then_hidden_after_its_window(api, clock):  # noqa: ANN001
+async def test_a_lost_agent_is_disconnected_then_hidden_after_its_window(api, clock):
     wait = api.rt.settings.agent_reconnect_wait_s
     stays, drops = FakeAgent(api.rt, "agent-1"), FakeAgent(api.rt, "agent-2")
     await stays.register()
@@ -46,7 +46,7 @@ async def test_a_lost_agent_is_disconnected_then_hidden_after_its_window(api, cl
     assert await listed(api) == {"agent-1": True, "agent-2": True}
 
 
-async def test_agents_are_listed_a_page_at_a_time(api, clock):  # noqa: ANN001
+async def test_agents_are_listed_a_page_at_a_time(api, clock):
     for i in range(3):
         await FakeAgent(api.rt, f"agent-{i}").register()
     r = await api.get("/api/v1/agents?offset=1&limit=1")
@@ -60,7 +60,7 @@ async def test_agents_are_listed_a_page_at_a_time(api, clock):  # noqa: ANN001
         assert bad.split("=")[0] in r.json()["message"], r.text
 
 
-async def test_only_admins_enable_and_disable_agents_with_a_typed_body(api, clock):  # noqa: ANN001
+async def test_only_admins_enable_and_disable_agents_with_a_typed_body(api, clock):
     agent = FakeAgent(api.rt, "agent-1")
     await agent.register()
     r = await api.post("/api/v1/agents/agent-1/disable", json={"drain": True})

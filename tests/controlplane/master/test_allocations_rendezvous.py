@@ -26,7 +26,7 @@ def ports(msg: wire.StartTask) -> set[int]:
     return {msg.chief_port, *msg.dist_ports, *(p for p in msg.ssh_ports if p)}
 
 
-async def rendezvous_of(api, msg: wire.StartTask, rid: str) -> httpx.Response:  # noqa: ANN001
+async def rendezvous_of(api, msg: wire.StartTask, rid: str) -> httpx.Response:
     return await api.get(f"/api/v1/allocations/{msg.allocation_id}/resources/{rid}/rendezvous",
                          headers=task_headers(msg.session_token))
 
@@ -112,7 +112,7 @@ def test_the_picker_skips_ports_in_use_and_wraps_around():
 
 
 @pytest.fixture
-def restartable(db_url, tmp_path):  # noqa: ANN201
+def restartable(db_url, tmp_path):
     """Start (and restart) an in-process master on the same database."""
     started: list = []
 

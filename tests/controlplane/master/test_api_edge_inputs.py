@@ -122,7 +122,7 @@ def report_cases() -> list[tuple[dict, str]]:
     ]
 
 
-def _send(api, method: str, url: str, body: Any):  # noqa: ANN001, ANN202
+def _send(api, method: str, url: str, body: Any):
     if isinstance(body, bytes):
         return api.request(method, url, content=body)
     if body is None:

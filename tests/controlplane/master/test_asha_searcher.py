@@ -12,14 +12,14 @@ HALVING = {**CONFIG, "searcher": {"name": "async_halving", "metric": "loss", "ma
                                   "divisor": 2, "max_concurrent_trials": 2, "time_metric": "epochs", "max_time": 4}}
 
 
-async def validate(api, start, steps: int, metrics: dict) -> None:  # noqa: ANN001
+async def validate(api, start, steps: int, metrics: dict) -> None:
     body = {"reports": [report("validation", steps, metrics)]}
     r = await api.post(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}/metrics/batch", json=body,
                        headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text
 
 
-async def preempt_requested(api, start) -> bool:  # noqa: ANN001
+async def preempt_requested(api, start) -> bool:
     r = await api.get(f"/api/v1/allocations/{start.allocation_id}/signals/preemption", params={"timeout_seconds": 0},
                       headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text

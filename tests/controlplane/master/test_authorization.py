@@ -50,7 +50,7 @@ def task_headers(token: str) -> dict:
 
 
 # ---- the app's routes ------------------------------------------------------------------------
-def handlers_of(app) -> dict[tuple[str, str], Any]:  # noqa: ANN001
+def handlers_of(app) -> dict[tuple[str, str], Any]:
     """(METHOD, path as the OpenAPI schema writes it) -> route handler, for every route but the docs."""
     out = {}
     for route in app.routes:
@@ -147,13 +147,13 @@ class Seeded:
     owners: Work  # determined's work
 
 
-async def login(api, username: str, password: str = "") -> str:  # noqa: ANN001
+async def login(api, username: str, password: str = "") -> str:
     r = await api.post("/api/v1/auth/login", json={"username": username, "password": password})
     assert r.status_code == 200, r.text
     return r.json()["token"]
 
 
-async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str) -> Work:  # noqa: ANN001
+async def seed_work(api, agent: FakeAgent, token: str, username: str, model: str) -> Work:
     import base64
 
     import yaml
@@ -203,7 +203,7 @@ def pai_job_json(name: str) -> dict:
         {"name": "main", "taskNumber": 1, "cpuNumber": 1, "memoryMB": 128, "gpuNumber": 0, "command": "true"}]}
 
 
-async def seed(api) -> Seeded:  # noqa: ANN001
+async def seed(api) -> Seeded:
     admin = await login(api, "admin")
     tokens = {}
     for name, role in (("nora", "user"), ("vera", "viewer")):
@@ -331,7 +331,7 @@ class Call:
     action: Action | None
 
 
-def calls_for(app, work: Work) -> list[Call]:  # noqa: ANN001
+def calls_for(app, work: Work) -> list[Call]:
     schema = app.openapi_schema.to_schema()
     components = schema.get("components", {}).get("schemas", {})
     handlers = handlers_of(app)
@@ -361,7 +361,7 @@ def calls_for(app, work: Work) -> list[Call]:  # noqa: ANN001
     return out
 
 
-async def walk(api, calls: list[Call], headers: dict, expect) -> list[str]:  # noqa: ANN001
+async def walk(api, calls: list[Call], headers: dict, expect) -> list[str]:
     """Every call with these headers; ``expect(call, status)`` returns a complaint or None."""
     failures = []
     for call in calls:

@@ -28,7 +28,7 @@ class OpenStream:
     """A GET served by the app itself, its body chunks seen as they are sent (httpx's ASGI transport
     would wait for the end of a stream that never ends)."""
 
-    def __init__(self, api, path: str) -> None:  # noqa: ANN001
+    def __init__(self, api, path: str) -> None:
         self.chunks: asyncio.Queue[bytes] = asyncio.Queue()
         self.status = 0
         target, _, query = path.partition("?")
@@ -64,7 +64,7 @@ class OpenStream:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def sign_in(api, username: str) -> dict:  # noqa: ANN001
+async def sign_in(api, username: str) -> dict:
     r = await api.post("/api/v1/auth/login", json={"username": username, "password": ""})
     assert r.status_code == 200, r.text
     return {"Authorization": f"Bearer {r.json()['token']}"}
@@ -171,7 +171,7 @@ async def test_readers_of_one_trial_share_a_page_until_new_lines_are_stored(api)
     await post_lines(api, start, "one", "two")
     reads: list[str] = []
 
-    def count(conn, cursor, statement, *args) -> None:  # noqa: ANN001, ANN002
+    def count(conn, cursor, statement, *args) -> None:
         if statement.lstrip().upper().startswith("SELECT") and "FROM task_logs" in statement:
             reads.append(statement)
 

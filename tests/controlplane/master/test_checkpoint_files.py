@@ -16,7 +16,7 @@ from tests.controlplane.master.test_checkpoint_gc import until
 from tests.controlplane.master.test_trial_lifecycle import task_headers
 
 
-async def _running(api, agent=None):  # noqa: ANN001, ANN202
+async def _running(api, agent=None):
     agent = agent or FakeAgent(api.rt, slots=1)
     await agent.register()
     await create_experiment(api, {**CONFIG, "max_restarts": 0,
@@ -27,7 +27,7 @@ async def _running(api, agent=None):  # noqa: ANN001, ANN202
     return start, host
 
 
-async def _report(api, start, ckpt: str):  # noqa: ANN001, ANN202
+async def _report(api, start, ckpt: str):
     return await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "allocationId": start.allocation_id, "taskId": start.task_id, "state": "STATE_COMPLETED",
         "resources": {"state.pt": "15", "sub/more.bin": "4"}, "metadata": {"steps_completed": 1}})

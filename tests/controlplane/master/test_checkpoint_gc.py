@@ -22,12 +22,12 @@ pytestmark = pytest.mark.both_databases  # deletes of files then rows, half-done
 LOSSES = {1: [0.9, 0.3, 0.5], 2: [0.8, 0.7, 0.2]}  # per trial, at steps 10, 20, 30
 
 
-def storage_dir(api) -> Path:  # noqa: ANN001
+def storage_dir(api) -> Path:
     return api.rt.settings.data_dir / "checkpoints"
 
 
-async def run_experiment(api, storage: dict | None = None, *, orphan: str | None = None,  # noqa: ANN001
-                         before_the_end=None) -> tuple[int, dict[tuple[int, int], str]]:  # noqa: ANN001
+async def run_experiment(api, storage: dict | None = None, *, orphan: str | None = None,
+                         before_the_end=None) -> tuple[int, dict[tuple[int, int], str]]:
     """Two trials, each writing three checkpoints (files in the default shared_fs storage) and a
     validation loss at each; both complete. Returns the experiment id and {(trial#, steps): uuid}.
     ``before_the_end(uuids)`` runs before the last trial exits: GC starts as the experiment ends."""
@@ -69,15 +69,15 @@ async def run_experiment(api, storage: dict | None = None, *, orphan: str | None
     return exp_id, uuids
 
 
-async def states(api, uuids) -> dict[str, str]:  # noqa: ANN001
+async def states(api, uuids) -> dict[str, str]:
     return {u: (await api.get(f"/api/v1/checkpoints/{u}")).json()["checkpoint"]["state"] for u in uuids}
 
 
-def on_disk(api) -> set[str]:  # noqa: ANN001
+def on_disk(api) -> set[str]:
     return {p.name for p in storage_dir(api).iterdir() if p.is_dir()}
 
 
-async def until(predicate, what: str, timeout_s: float = 15.0):  # noqa: ANN001, ANN201
+async def until(predicate, what: str, timeout_s: float = 15.0):
     """The master's GC loop runs on its own when an experiment ends: wait for it."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -87,9 +87,9 @@ async def until(predicate, what: str, timeout_s: float = 15.0):  # noqa: ANN001,
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def settled(api, uuids, count: int) -> dict[str, str]:  # noqa: ANN001
+async def settled(api, uuids, count: int) -> dict[str, str]:
     """States once `count` checkpoints are deleted and none is being deleted."""
-    async def check():  # noqa: ANN202
+    async def check():
         st = await states(api, uuids)
         done = list(st.values()).count("STATE_DELETED") == count and "STATE_PARTIALLY_DELETED" not in st.values()
         return st if done else None
@@ -168,7 +168,7 @@ async def test_gc_that_fails_half_way_converges_when_run_again(api, monkeypatch:
     real_delete = LocalDirectoryStorage.delete
     outage = {"on": True}
 
-    def flaky_delete(self, ckpt_uuid):  # noqa: ANN001, ANN202
+    def flaky_delete(self, ckpt_uuid):
         weights = self.base / ckpt_uuid / "state.pt"
         if outage["on"] and weights.exists() and weights.stat().st_size == 10:  # the step-10 checkpoints
             weights.unlink()  # half of its files are gone, then the store fails
@@ -180,7 +180,7 @@ async def test_gc_that_fails_half_way_converges_when_run_again(api, monkeypatch:
     doomed = {u[(1, 10)], u[(2, 10)], u[(2, 20)]}
     victims = {u[(1, 10)], u[(2, 10)]}
 
-    async def failed_once():  # noqa: ANN202
+    async def failed_once():
         cs = [(await api.get(f"/api/v1/checkpoints/{v}")).json()["checkpoint"] for v in victims]
         return cs if all(c.get("deletion", {}).get("error") for c in cs) else None
 
@@ -216,7 +216,7 @@ async def test_a_checkpoint_rm_that_fails_is_retried_by_the_gc_loop(api, monkeyp
     real_delete = LocalDirectoryStorage.delete
     outage = {"on": True}
 
-    def flaky_delete(self, ckpt_uuid):  # noqa: ANN001, ANN202
+    def flaky_delete(self, ckpt_uuid):
         if outage["on"]:
             raise StorageUnavailable(f"storage outage while deleting {ckpt_uuid}")
         return real_delete(self, ckpt_uuid)

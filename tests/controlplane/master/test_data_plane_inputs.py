@@ -98,7 +98,7 @@ ALLOCATION_CASES = [
 ]
 
 
-async def _send(api, method: str, path: str, body, headers: dict):  # noqa: ANN001, ANN202
+async def _send(api, method: str, path: str, body, headers: dict):
     if method == "get":
         return await api.get(path, headers=headers)
     if isinstance(body, bytes):
@@ -106,7 +106,7 @@ async def _send(api, method: str, path: str, body, headers: dict):  # noqa: ANN0
     return await api.post(path, json=body, headers=headers)
 
 
-def _check(r, status: int, words: list[str], what: str) -> None:  # noqa: ANN001
+def _check(r, status: int, words: list[str], what: str) -> None:
     assert r.status_code == status, (what, r.status_code, r.text)
     message = r.json()["message"]
     for word in words:
@@ -137,7 +137,7 @@ async def test_hostile_allocation_inputs_answer_400(api):
     assert alloc  # the trial is still there
 
 
-async def _allocation_of(api, trial_id: int) -> str:  # noqa: ANN001
+async def _allocation_of(api, trial_id: int) -> str:
     from sqlalchemy import select
 
     from controlplane.master.db.models import Allocation

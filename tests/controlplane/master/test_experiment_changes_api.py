@@ -23,7 +23,7 @@ def task_headers(token: str) -> dict:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}
 
 
-async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # noqa: ANN001
+async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:
     ckpt = str(uuid.uuid4())
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "taskId": start.task_id, "allocationId": start.allocation_id, "state": "STATE_COMPLETED",
@@ -32,22 +32,22 @@ async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # n
     return ckpt
 
 
-async def report(api, start: wire.StartTask, group: str, steps: int, metrics: dict) -> None:  # noqa: ANN001
+async def report(api, start: wire.StartTask, group: str, steps: int, metrics: dict) -> None:
     trial_id = int(start.env["DET_TRIAL_ID"])
     r = await api.post(f"/api/v1/trials/{trial_id}/metrics", headers=task_headers(start.session_token),
                        json={"group": group, "metrics": {"stepsCompleted": steps, "metrics": {"avgMetrics": metrics}}})
     assert r.status_code == 200, r.text
 
 
-async def state(api, exp_id: int) -> str:  # noqa: ANN001
+async def state(api, exp_id: int) -> str:
     return (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]["state"]
 
 
-async def trials(api, exp_id: int) -> list[dict]:  # noqa: ANN001
+async def trials(api, exp_id: int) -> list[dict]:
     return (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"]
 
 
-async def run_to_end(api, config: dict | None = None, code: int = 0) -> tuple[int, wire.StartTask, str]:  # noqa: ANN001
+async def run_to_end(api, config: dict | None = None, code: int = 0) -> tuple[int, wire.StartTask, str]:
     """A one-trial experiment whose trial checkpoints at 5 and exits with ``code``."""
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
@@ -226,7 +226,7 @@ async def test_delete_that_cannot_remove_files_is_delete_failed_and_can_be_retri
 
     exp_id, _, ckpt = await run_to_end(api)
 
-    def broken(rt, config, name):  # noqa: ANN001
+    def broken(rt, config, name):
         raise OSError("storage is down")
 
     monkeypatch.setattr(checkpoint_gc, "_delete_files", broken)
@@ -267,7 +267,7 @@ async def test_metric_streams_and_summary_metrics(api):
     await report(api, start, "validation", 2, {"loss": 0.4})
     await report(api, start, "custom", 2, {"x": 1})
 
-    async def stream(path: str, **params) -> list[dict]:  # noqa: ANN003
+    async def stream(path: str, **params) -> list[dict]:
         r = await api.get(f"/api/v1/trials/metrics/{path}", params={"trialIds": trial_id, **params})
         assert r.status_code == 200, r.text
         lines = [yaml.safe_load(line) for line in r.text.splitlines() if line]

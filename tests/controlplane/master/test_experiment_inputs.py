@@ -23,17 +23,17 @@ def _file(path: str, kind: int = 48, content: str = B64) -> dict:
     return {"path": path, "type": kind, "content": content, "mode": 0o644, "mtime": "0", "uid": 0, "gid": 0}
 
 
-async def _create(api, config, files=None, **extra):  # noqa: ANN001, ANN003
+async def _create(api, config, files=None, **extra):
     body = {"config": config if isinstance(config, (str, dict)) else yaml.safe_dump(config),
             "modelDefinition": [_file("train.py")] if files is None else files, **extra}
     return await api.post("/api/v1/experiments", json=body)
 
 
-async def _nothing_stored(api) -> bool:  # noqa: ANN001
+async def _nothing_stored(api) -> bool:
     return (await api.get("/api/v1/experiments")).json()["experiments"] == []
 
 
-async def _refused(api, status: int, *needles: str, **kwargs) -> None:  # noqa: ANN001, ANN003
+async def _refused(api, status: int, *needles: str, **kwargs) -> None:
     r = await _create(api, **kwargs)
     assert r.status_code == status, r.text
     for needle in needles:
@@ -176,7 +176,7 @@ async def test_info_answers_while_a_create_is_being_validated(api, monkeypatch):
     seen: dict = {}
     real_prepare = experiments_service.prepare
 
-    def slow_prepare(*args):  # noqa: ANN002
+    def slow_prepare(*args):
         seen["thread"] = threading.current_thread() is not threading.main_thread()
         seen["info_first"] = info_answered.wait(timeout=20)
         return real_prepare(*args)

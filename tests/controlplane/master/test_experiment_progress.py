@@ -13,20 +13,20 @@ from tests.controlplane.master.test_allocations_rendezvous import task_headers
 pytestmark = pytest.mark.both_databases  # progress is aggregated in SQL
 
 
-async def report_batches(api, start: wire.StartTask, steps: int) -> None:  # noqa: ANN001
+async def report_batches(api, start: wire.StartTask, steps: int) -> None:
     body = {"group": "training", "metrics": {"stepsCompleted": steps, "metrics": {"avgMetrics": {"loss": 1.0}}}}
     r = await api.post(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}/metrics", json=body,
                        headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text
 
 
-async def report_fraction(api, start: wire.StartTask, fraction: float) -> None:  # noqa: ANN001
+async def report_fraction(api, start: wire.StartTask, fraction: float) -> None:
     r = await api.post(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}/progress",
                        json={"progress": fraction, "isRaw": True}, headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text
 
 
-async def shown(api, exp_id: int) -> float:  # noqa: ANN001
+async def shown(api, exp_id: int) -> float:
     """The progress every answer shows, after checking they agree."""
     one = (await api.get(f"/api/v1/experiments/{exp_id}")).json()["experiment"]["progress"]
     listed = {e["id"]: e["progress"] for e in (await api.get("/api/v1/experiments")).json()["experiments"]}

@@ -34,7 +34,7 @@ CONFIG = {
 }
 
 
-async def create(api, config: dict, headers: dict | None = None, **extra):  # noqa: ANN001, ANN003, ANN201
+async def create(api, config: dict, headers: dict | None = None, **extra):
     # The fields Determined's CLI sends (reference §2.2), `template` among them.
     body = {"config": yaml.safe_dump(config), "modelDefinition": FILES, "activate": True, "parentId": None,
             "projectId": None, "template": None, "validateOnly": False, **extra}

@@ -13,7 +13,7 @@ GRID = {**CONFIG, "hyperparameters": {"lr": {"type": "categorical", "vals": [0.1
         "searcher": {"name": "grid", "metric": "loss", "max_trials": 4, "max_length": {"batches": 10}}}
 
 
-async def create(api, config: dict, **extra) -> dict:  # noqa: ANN001, ANN003
+async def create(api, config: dict, **extra) -> dict:
     r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump(config), "modelDefinition": [], **extra})
     assert r.status_code == 200, r.text
     return r.json()

@@ -18,7 +18,7 @@ from tests.controlplane.master.conftest import JOIN_TOKEN, create_experiment
 
 
 @asynccontextmanager
-async def login_client(app) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ANN001
+async def login_client(app) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://m") as client:
         r = await client.post("/api/v1/auth/login", json={"username": "determined", "password": ""})
         client.headers["Authorization"] = f"Bearer {r.json()['token']}"

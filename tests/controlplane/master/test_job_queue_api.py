@@ -36,18 +36,18 @@ async def api2(master_db_url, tmp_path):
         await stop_runtime(app.state.runtime)
 
 
-def one_trial(pool: str = "default", **resources) -> dict:  # noqa: ANN003
+def one_trial(pool: str = "default", **resources) -> dict:
     return {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1},
             "resources": {"resource_pool": pool, **resources}}
 
 
-async def jobs(api, pool: str = "default") -> list[dict]:  # noqa: ANN001
+async def jobs(api, pool: str = "default") -> list[dict]:
     r = await api.get(f"/api/v1/job-queues-v2?resourcePool={pool}")
     assert r.status_code == 200, r.text
     return [j["full"] for j in r.json()["jobs"]]
 
 
-async def update(api, **change) -> httpx.Response:  # noqa: ANN001, ANN003
+async def update(api, **change) -> httpx.Response:
     return await api.post("/api/v1/job-queues", json={"updates": [change]})
 
 

@@ -24,19 +24,19 @@ PAI_JOB = {"jobName": "j", "image": "default",
                           "command": "true"}]}
 
 
-async def command(api, headers: dict | None = None, **config: Any) -> str:  # noqa: ANN001, ANN003
+async def command(api, headers: dict | None = None, **config: Any) -> str:
     r = await api.post("/api/v1/commands", json={"config": {"entrypoint": "true", **config}}, headers=headers)
     assert r.status_code == 200, r.text
     return r.json()["command"]["id"]
 
 
-async def shell(api, **config: Any) -> str:  # noqa: ANN001, ANN003
+async def shell(api, **config: Any) -> str:
     r = await api.post("/api/v1/shells", json={"config": config})
     assert r.status_code == 200, r.text
     return r.json()["shell"]["id"]
 
 
-async def pai_job(api, user: str = "determined", **changes: Any) -> str:  # noqa: ANN001, ANN003
+async def pai_job(api, user: str = "determined", **changes: Any) -> str:
     """Submits an OpenPAI job; its job id (what the queue names it by)."""
     body = {**PAI_JOB, **changes}
     r = await api.post(f"/api/v1/user/{user}/jobs", json=body)

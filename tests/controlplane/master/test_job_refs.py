@@ -13,11 +13,11 @@ from tests.controlplane.master.test_job_queue_api import jobs, one_trial, update
 pytestmark = pytest.mark.both_databases  # short ids are prefix matches (LIKE) in SQL
 
 
-async def job_ids(api) -> dict[int, str]:  # noqa: ANN001
+async def job_ids(api) -> dict[int, str]:
     return {int(j["entityId"]): j["jobId"] for j in await jobs(api)}
 
 
-async def set_job_id(api, exp_id: int, job_id: str) -> None:  # noqa: ANN001
+async def set_job_id(api, exp_id: int, job_id: str) -> None:
     async with api.rt.sessions.begin() as session:
         await session.execute(sql_update(Experiment).where(Experiment.id == exp_id).values(job_id=job_id))
 

@@ -14,7 +14,7 @@ from tests.controlplane.master.test_job_queue_api import api2, jobs, one_trial  
 pytestmark = pytest.mark.both_databases  # a batch is one transaction: applied whole or not at all
 
 
-async def batch(api, *updates: dict):  # noqa: ANN001, ANN201
+async def batch(api, *updates: dict):
     return await api.post("/api/v1/job-queues", json={"updates": list(updates)})
 
 
@@ -53,7 +53,7 @@ async def test_each_update_is_judged_where_the_batch_leaves_its_job(api2):  # no
     assert [int(j["entityId"]) for j in await jobs(api2)] == [a, c]
 
 
-async def preempt_signal(api, start: wire.StartTask) -> bool:  # noqa: ANN001
+async def preempt_signal(api, start: wire.StartTask) -> bool:
     url = f"/api/v1/allocations/{start.allocation_id}/signals/preemption?timeout_seconds=0"
     r = await api.get(url, headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text

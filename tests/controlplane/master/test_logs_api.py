@@ -17,7 +17,7 @@ pytestmark = pytest.mark.both_databases  # NUL characters, and the log stream's 
 ONE_TRIAL = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
 
 
-async def running(api, headers: dict | None = None) -> wire.StartTask:  # noqa: ANN001
+async def running(api, headers: dict | None = None) -> wire.StartTask:
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
     if headers is None:
@@ -39,7 +39,7 @@ def results(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-async def post_lines(api, start: wire.StartTask, *texts: str) -> None:  # noqa: ANN001
+async def post_lines(api, start: wire.StartTask, *texts: str) -> None:
     body = {"logs": [{"log": t, "taskId": start.task_id, "allocationId": start.allocation_id} for t in texts]}
     r = await api.post("/api/v1/task/logs", json=body, headers=task_headers(start.session_token))
     assert r.status_code == 200, r.text
@@ -96,7 +96,7 @@ async def test_users_write_into_trials_they_own_only(api):
 
 
 @pytest.fixture
-def small_pages(monkeypatch):  # noqa: ANN001, ANN201
+def small_pages(monkeypatch):
     monkeypatch.setattr(logs_api, "PAGE", 2)
 
 
@@ -106,7 +106,7 @@ async def test_the_stream_pages_in_both_orders(api, small_pages):
     await post_lines(api, start, *[f"line {i}" for i in range(7)])
     path = f"/api/v1/trials/{tid}/logs"
 
-    async def read(**params) -> list[str]:  # noqa: ANN003
+    async def read(**params) -> list[str]:
         r = await api.get(path, params=params)
         assert r.status_code == 200, r.text
         return [e["result"]["log"].strip() for e in results(r.text)]
@@ -126,7 +126,7 @@ async def test_a_failure_mid_stream_ends_it_with_an_error_line(api, small_pages,
     await post_lines(api, start, *[f"line {i}" for i in range(5)])
     real, calls = logs_api.read_page, []
 
-    async def failing(*args):  # noqa: ANN002, ANN202
+    async def failing(*args):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("the database went away")

@@ -52,7 +52,7 @@ async def test_concurrent_batches_into_many_trials_all_land(api):
     for s in starts:
         await agent.start(s)
 
-    async def post(s, k: int) -> int:  # noqa: ANN001
+    async def post(s, k: int) -> int:
         body = {"reports": [report("training", k * 10 + i, {"loss": 1.0}) for i in range(10)]}
         r = await api.post(f"/api/v1/trials/{s.env['DET_TRIAL_ID']}/metrics/batch", json=body,
                            headers=task_headers(s.session_token))

@@ -27,7 +27,7 @@ def task_headers(token: str) -> dict:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}
 
 
-async def running_trials(api, n: int = TRIALS) -> list[wire.StartTask]:  # noqa: ANN001
+async def running_trials(api, n: int = TRIALS) -> list[wire.StartTask]:
     agent = FakeAgent(api.rt, slots=n)
     await agent.register()
     await create_experiment(api, FOUR)
@@ -40,7 +40,7 @@ async def running_trials(api, n: int = TRIALS) -> list[wire.StartTask]:  # noqa:
     return starts
 
 
-def batch(first_step: int, rows: int, group: str = "training", loss=lambda s: 1.0 / s) -> dict:  # noqa: ANN001
+def batch(first_step: int, rows: int, group: str = "training", loss=lambda s: 1.0 / s) -> dict:
     return {"reports": [{"group": group, "stepsCompleted": s, "metrics": {"avgMetrics": {"loss": loss(s)}}}
                         for s in range(first_step, first_step + rows)]}
 
@@ -95,7 +95,7 @@ async def test_a_group_that_fails_as_a_whole_is_stored_batch_by_batch(api, monke
     real_insert = metric_writer.insert_rows
     failed_groups = []
 
-    async def insert_fails_for_groups(session, batches, now):  # noqa: ANN001
+    async def insert_fails_for_groups(session, batches, now):
         if len(batches) > 1:
             failed_groups.append(len(batches))
             raise RuntimeError("connection lost mid-group")

@@ -10,7 +10,7 @@ from tests.controlplane.master.test_trial_lifecycle import task_headers
 pytestmark = pytest.mark.both_databases  # the ingest path, NaN/Inf and NUL values, pages
 
 
-async def running_trial(api):  # noqa: ANN001, ANN201
+async def running_trial(api):
     agent = FakeAgent(api.rt, slots=2)
     await agent.register()
     exp_id = await create_experiment(api)
@@ -97,7 +97,7 @@ async def test_a_retried_report_is_stored_once(api):
     assert len((await api.get(f"/api/v1/trials/{tid}/metrics")).json()["metrics"]) == 2
 
 
-async def _all_pages(api, path: str, key: str, **params) -> tuple[list[dict], int]:  # noqa: ANN001, ANN003
+async def _all_pages(api, path: str, key: str, **params) -> tuple[list[dict], int]:
     """Follows nextCursor; returns every row and the number of pages."""
     rows, pages, cursor = [], 0, None
     while True:

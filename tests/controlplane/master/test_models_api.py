@@ -32,7 +32,7 @@ def assert_version_shape(version: dict) -> None:
     assert V1_CHECKPOINT <= set(version["checkpoint"]), version["checkpoint"]
 
 
-async def experiment_checkpoint(api, agent: FakeAgent, steps: int, *, loss: float | None = None,  # noqa: ANN001
+async def experiment_checkpoint(api, agent: FakeAgent, steps: int, *, loss: float | None = None,
                                 state: str = "STATE_COMPLETED") -> tuple[int, int, str]:
     """A new one-trial experiment whose trial reports one checkpoint: (experiment, trial, uuid)."""
     exp_id = await create_experiment(api, ONE_TRIAL)
@@ -52,7 +52,7 @@ async def experiment_checkpoint(api, agent: FakeAgent, steps: int, *, loss: floa
     return exp_id, tid, ckpt
 
 
-async def registry_agent(api) -> FakeAgent:  # noqa: ANN001
+async def registry_agent(api) -> FakeAgent:
     agent = FakeAgent(api.rt, slots=4)
     await agent.register()
     return agent
@@ -129,7 +129,7 @@ async def test_list_models_sorts_filters_and_pages(api):
         assert r.status_code == 200, r.text
     await api.post("/api/v1/models/Gamma/versions", json={"checkpointUuid": ckpt})
 
-    async def names(**params) -> list[str]:  # noqa: ANN003
+    async def names(**params) -> list[str]:
         r = await api.get("/api/v1/models", params=params)
         assert r.status_code == 200, r.text
         for m in r.json()["models"]:

@@ -22,13 +22,13 @@ def bearer(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def login(api, username: str, password: str = "") -> dict:  # noqa: ANN001
+async def login(api, username: str, password: str = "") -> dict:
     r = await api.post("/api/v1/auth/login", json={"username": username, "password": password})
     assert r.status_code == 200, r.text
     return bearer(r.json()["token"])
 
 
-async def add_user(api, name: str, role: str = "user") -> dict:  # noqa: ANN001
+async def add_user(api, name: str, role: str = "user") -> dict:
     admin = await login(api, "admin")
     r = await api.post("/api/v1/users", headers=admin,
                        json={"user": {"username": name, "role": role}, "password": "pw", "isHashed": False})
@@ -36,13 +36,13 @@ async def add_user(api, name: str, role: str = "user") -> dict:  # noqa: ANN001
     return await login(api, name, "pw")
 
 
-async def experiment(api, headers: dict | None = None, **changes) -> dict:  # noqa: ANN001, ANN003
+async def experiment(api, headers: dict | None = None, **changes) -> dict:
     r = await create(api, yaml.safe_dump({**ONE_TRIAL, **changes}), headers)
     assert r.status_code == 200, r.text
     return r.json()["experiment"]
 
 
-async def checkpoint_on_disk(api, start: wire.StartTask, steps: int) -> str:  # noqa: ANN001
+async def checkpoint_on_disk(api, start: wire.StartTask, steps: int) -> str:
     """A checkpoint whose files are in the default shared_fs storage, reported by its task."""
     ckpt = str(uuid.uuid4())
     (storage_dir(api) / ckpt).mkdir(parents=True)
@@ -54,7 +54,7 @@ async def checkpoint_on_disk(api, start: wire.StartTask, steps: int) -> str:  # 
     return ckpt
 
 
-async def running(api, agent: FakeAgent, headers: dict | None = None) -> tuple[dict, wire.StartTask]:  # noqa: ANN001
+async def running(api, agent: FakeAgent, headers: dict | None = None) -> tuple[dict, wire.StartTask]:
     exp = await experiment(api, headers)
     start = await agent.next_message()
     assert isinstance(start, wire.StartTask)

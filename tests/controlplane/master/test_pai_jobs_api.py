@@ -33,7 +33,7 @@ def job(name: str = "tf-dist", retry: int = 0, **changes: Any) -> dict[str, Any]
     return out
 
 
-async def submit(api, body: dict[str, Any], user: str = "determined") -> Any:  # noqa: ANN001
+async def submit(api, body: dict[str, Any], user: str = "determined") -> Any:
     return await api.post(f"/api/v1/user/{user}/jobs", json=body)
 
 
@@ -52,13 +52,13 @@ async def starts(agents: list[FakeAgent], count: int) -> dict[str, tuple[FakeAge
     return got
 
 
-async def state(api, name: str = "tf-dist") -> dict[str, Any]:  # noqa: ANN001
+async def state(api, name: str = "tf-dist") -> dict[str, Any]:
     r = await api.get(f"/api/v1/user/determined/jobs/{name}")
     assert r.status_code == 200, r.text
     return r.json()
 
 
-async def two_agents(api) -> list[FakeAgent]:  # noqa: ANN001
+async def two_agents(api) -> list[FakeAgent]:
     agents = [FakeAgent(api.rt, "agent-1", slots=2), FakeAgent(api.rt, "agent-2", slots=2)]
     for a in agents:
         await a.register()

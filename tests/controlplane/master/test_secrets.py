@@ -32,14 +32,14 @@ def leaked(text: str) -> list[str]:
     return [s for s in SECRETS if s in text]
 
 
-async def create(api, text: str, headers: dict | None = None):  # noqa: ANN001, ANN201
+async def create(api, text: str, headers: dict | None = None):
     import base64
 
     files = [{"path": "train.py", "type": 48, "content": base64.b64encode(b"print(1)\n").decode(), "mtime": "0"}]
     return await api.post("/api/v1/experiments", json={"config": text, "modelDefinition": files}, headers=headers)
 
 
-async def started_trial(api, agent: FakeAgent, text: str) -> tuple[int, wire.StartTask]:  # noqa: ANN001
+async def started_trial(api, agent: FakeAgent, text: str) -> tuple[int, wire.StartTask]:
     r = await create(api, text)
     assert r.status_code == 200, r.text
     assert not leaked(r.text), "create answer"
@@ -49,7 +49,7 @@ async def started_trial(api, agent: FakeAgent, text: str) -> tuple[int, wire.Sta
     return r.json()["experiment"]["id"], start
 
 
-async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # noqa: ANN001
+async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:
     ckpt = str(uuid.uuid4())
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "state": "STATE_COMPLETED", "resources": {"state.pt": "10"},

@@ -70,7 +70,7 @@ def through_proxy(api: Any) -> httpx.AsyncClient:
                              headers={"Authorization": api.headers["Authorization"]}, timeout=30)
 
 
-async def started(api: Any, kind: str, body: dict) -> tuple[str, wire.StartTask]:  # noqa: ANN001
+async def started(api: Any, kind: str, body: dict) -> tuple[str, wire.StartTask]:
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
     r = await api.post(f"/api/v1/{kind}s", json=body)

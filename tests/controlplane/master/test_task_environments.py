@@ -18,11 +18,11 @@ from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experim
 ONE = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1, "max_concurrent_trials": 1}}
 
 
-def with_image(image, **resources) -> dict:  # noqa: ANN001, ANN003
+def with_image(image, **resources) -> dict:
     return {**ONE, "environment": {"image": image}, **({"resources": resources} if resources else {})}
 
 
-async def refused(api, config: dict) -> str:  # noqa: ANN001
+async def refused(api, config: dict) -> str:
     r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump(config), "modelDefinition": []})
     assert r.status_code == 400, r.text
     return r.json()["message"]

@@ -151,7 +151,7 @@ def http_task() -> Iterator[TaskServer]:
 
 
 @pytest.fixture
-async def proxy(api) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ANN001
+async def proxy(api) -> AsyncIterator[httpx.AsyncClient]:
     """A client of the proxy's own listener (its app over the test's runtime), signed in as
     ``determined`` by a bearer token; ``proxy.app`` is the app."""
     app = create_proxy_app(api.rt)
@@ -166,7 +166,7 @@ async def proxy(api) -> AsyncIterator[httpx.AsyncClient]:  # noqa: ANN001
 
 
 @pytest.fixture
-async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
+async def tasks(api, http_task) -> AsyncIterator[Tasks]:
     """Four tasks of determined's, found by a resolver registered for the test only."""
     me = (await api.get("/api/v1/me")).json()["user"]["id"]
     out = Tasks(http_task)
@@ -198,7 +198,7 @@ async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
             SILENT: svc.ProxyTarget(me, "127.0.0.1", silent.getsockname()[1], ""),
         }
 
-        async def resolver(session, task_id: str) -> svc.ProxyTarget | None:  # noqa: ANN001
+        async def resolver(session, task_id: str) -> svc.ProxyTarget | None:
             return targets.get(task_id)
 
         svc.register_resolver(resolver)
@@ -211,7 +211,7 @@ async def tasks(api, http_task) -> AsyncIterator[Tasks]:  # noqa: ANN001
             silent.close()
 
 
-def token_of(api) -> str:  # noqa: ANN001
+def token_of(api) -> str:
     return api.headers["Authorization"].removeprefix("Bearer ")
 
 
@@ -254,7 +254,7 @@ async def test_post_put_delete_pass_through_with_their_bodies(api, proxy, tasks)
     assert r.status_code == 200 and r.content == b"" and r.headers["x-task"] == "yes"
 
 
-async def browser_on_proxy(api, proxy, path: str) -> str:  # noqa: ANN001
+async def browser_on_proxy(api, proxy, path: str) -> str:
     """What a browser signed in to the master does: follow the master's link for ``path`` to the
     proxy's origin, which sets its cookie; the value of that cookie."""
     token = token_of(api)
@@ -429,10 +429,10 @@ async def test_idle_for_moves_with_traffic(api, proxy, tasks):
 
 
 def test_resolvers_register_once_and_in_order():
-    async def first(session, task_id):  # noqa: ANN001, ANN202
+    async def first(session, task_id):
         return None
 
-    async def second(session, task_id):  # noqa: ANN001, ANN202
+    async def second(session, task_id):
         return None
 
     before = svc.resolvers()
@@ -466,7 +466,7 @@ def test_header_rules():
 
 # ---- WebSocket -------------------------------------------------------------------------------
 @asynccontextmanager
-async def served(app) -> AsyncIterator[int]:  # noqa: ANN001
+async def served(app) -> AsyncIterator[int]:
     """The app on a real port (uvicorn, this event loop: the runtime is already started)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -484,7 +484,7 @@ async def served(app) -> AsyncIterator[int]:  # noqa: ANN001
         sock.close()
 
 
-async def closed_with(url: str, **kwargs) -> tuple[int | None, str]:  # noqa: ANN003
+async def closed_with(url: str, **kwargs) -> tuple[int | None, str]:
     async with ws_connect(url, open_timeout=10, **kwargs) as ws:
         try:
             await asyncio.wait_for(ws.recv(), 10)

@@ -18,7 +18,7 @@ def task_headers(token: str) -> dict:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}
 
 
-async def two_running_trials(api) -> tuple[wire.StartTask, wire.StartTask]:  # noqa: ANN001
+async def two_running_trials(api) -> tuple[wire.StartTask, wire.StartTask]:
     agent = FakeAgent(api.rt, slots=2)
     await agent.register()
     await create_experiment(api)

@@ -20,7 +20,7 @@ def bearer(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def new_user(api, name: str, role: str) -> dict:  # noqa: ANN001
+async def new_user(api, name: str, role: str) -> dict:
     """A signed-in user of this role: the headers to act as them."""
     admin = (await api.post("/api/v1/auth/login", json={"username": "admin", "password": ""})).json()["token"]
     r = await api.post("/api/v1/users", headers=bearer(admin),
@@ -30,17 +30,17 @@ async def new_user(api, name: str, role: str) -> dict:  # noqa: ANN001
     return bearer(r.json()["token"])
 
 
-async def admin_headers(api) -> dict:  # noqa: ANN001
+async def admin_headers(api) -> dict:
     return bearer((await api.post("/api/v1/auth/login", json={"username": "admin", "password": ""})).json()["token"])
 
 
-async def post_template(api, name: str, config: dict, headers: dict | None = None):  # noqa: ANN001, ANN201
+async def post_template(api, name: str, config: dict, headers: dict | None = None):
     # Determined's client: POST /templates/{name} with the v1Template, workspaceId 0 for the default.
     return await api.post(f"/api/v1/templates/{name}", headers=headers or {},
                           json={"name": name, "config": config, "workspaceId": 0})
 
 
-async def stored_config(api, name: str) -> dict:  # noqa: ANN001
+async def stored_config(api, name: str) -> dict:
     async with api.rt.sessions() as session:
         return (await session.scalar(select(Template).where(Template.name == name))).config
 

@@ -23,7 +23,7 @@ def task_headers(token: str) -> dict:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}", "Authorization": ""}
 
 
-async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # noqa: ANN001
+async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:
     ckpt = str(uuid.uuid4())
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "taskId": start.task_id, "allocationId": start.allocation_id, "reportTime": None,
@@ -33,7 +33,7 @@ async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:  # n
     return ckpt
 
 
-async def trial_states(api, exp_id: int) -> list[str]:  # noqa: ANN001
+async def trial_states(api, exp_id: int) -> list[str]:
     return [t["state"] for t in (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"]]
 
 

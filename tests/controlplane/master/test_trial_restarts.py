@@ -19,7 +19,7 @@ async def run_once(agent: FakeAgent, code: int) -> wire.StartTask:
     return start
 
 
-async def the_trial(api, exp_id: int) -> dict:  # noqa: ANN001
+async def the_trial(api, exp_id: int) -> dict:
     trial = (await api.get(f"/api/v1/experiments/{exp_id}/trials")).json()["trials"][0]
     assert (await api.get(f"/api/v1/trials/{trial['id']}")).json()["trial"]["restarts"] == trial["restarts"]
     return trial

@@ -44,7 +44,7 @@ class Seeded:
     ckpt: str
 
 
-async def seed(api) -> Seeded:  # noqa: ANN001
+async def seed(api) -> Seeded:
     admin = await login(api, "admin")
     for name, role in (("nora", "user"), ("vera", "viewer")):
         r = await api.post("/api/v1/users", headers=bearer(admin),

@@ -7,7 +7,7 @@ import pytest
 from controlplane.master.services import auth
 
 
-async def login(api, username: str, password: str = "") -> str:  # noqa: ANN001
+async def login(api, username: str, password: str = "") -> str:
     r = await api.post("/api/v1/auth/login", json={"username": username, "password": password, "isHashed": False})
     assert r.status_code == 200, r.text
     return r.json()["token"]
@@ -17,7 +17,7 @@ def bearer(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def create_user(api, admin_token: str, username: str, *, password: str = "", role: str | None = None,  # noqa: ANN001
+async def create_user(api, admin_token: str, username: str, *, password: str = "", role: str | None = None,
                       admin: bool = False) -> int:
     user: dict = {"username": username, "admin": admin, "active": True}
     if role is not None:
@@ -29,7 +29,7 @@ async def create_user(api, admin_token: str, username: str, *, password: str = "
 
 
 @pytest.fixture
-async def admin(api) -> str:  # noqa: ANN001
+async def admin(api) -> str:
     return await login(api, "admin")
 
 

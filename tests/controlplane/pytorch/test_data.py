@@ -53,7 +53,7 @@ def test_drop_last_and_invalid_loaders():
     assert [b[0].tolist() for b in pytorch.DataLoader(_data(5), batch_size=2)] == [[0, 1], [2, 3], [4]]
 
     class Stream(torch.utils.data.IterableDataset):
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             yield 1
 
     with pytest.raises(ValueError, match="IterableDatasets are not supported"):

@@ -41,5 +41,5 @@ def running(alloc: str, where: dict[str, tuple[int, ...]], job: str | None = Non
                    preempting, queue_position=position, submitted_at=submitted)
 
 
-def pools(**kw) -> dict[str, PoolPolicy]:  # noqa: ANN003
+def pools(**kw) -> dict[str, PoolPolicy]:
     return {"default": PoolPolicy("default", **kw)}

@@ -15,7 +15,7 @@ from tests.controlplane.scheduler.scenarios import NOW, agent, pools, req, runni
 KINDS = ("priority", "fair_share")
 
 
-def where(p) -> dict[str, list[str]]:  # noqa: ANN001
+def where(p) -> dict[str, list[str]]:
     return {x.allocation_id: [a for a, _ in x.resources] for x in p.placements}
 
 

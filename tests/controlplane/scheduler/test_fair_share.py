@@ -9,11 +9,11 @@ from controlplane.scheduler.planner import plan
 from tests.controlplane.scheduler.scenarios import NOW, agent, pools, req, running
 
 
-def per_job(p) -> Counter:  # noqa: ANN001
+def per_job(p) -> Counter:
     return Counter(x.allocation_id.split("-")[0] for x in p.placements)
 
 
-def many(job: str, n: int, **kw) -> list:  # noqa: ANN003
+def many(job: str, n: int, **kw) -> list:
     return [req(f"{job}-{i}", 1, job=job, submitted=i, **kw) for i in range(n)]
 
 

@@ -6,7 +6,7 @@ from controlplane.scheduler.planner import plan
 from tests.controlplane.scheduler.scenarios import NOW, agent, pools, req, running
 
 
-def placed(p) -> list[str]:  # noqa: ANN001
+def placed(p) -> list[str]:
     return [x.allocation_id for x in p.placements]
 
 

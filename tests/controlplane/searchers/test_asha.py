@@ -26,7 +26,7 @@ from controlplane.searchers.base import uses_validations
 from tests.controlplane.searchers.support import config
 
 
-def asha(seed: int = 1, **searcher) -> AshaSearcher:  # noqa: ANN003
+def asha(seed: int = 1, **searcher) -> AshaSearcher:
     s = make_searcher(config(searcher.pop("name", "adaptive_asha"), seed=seed, **searcher))
     assert isinstance(s, AshaSearcher)
     return s

@@ -16,7 +16,7 @@ PREFIX = "team/exp"
 
 
 @pytest.fixture
-def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: ANN001, ANN201, F811 (fixture)
+def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: F811 (fixture)
     for var in ("DET_MASTER", "DET_SESSION_TOKEN", "DET_ALLOCATION_ID", "DET_TRIAL_ID"):
         monkeypatch.delenv(var, raising=False)
     config = experiment_config(tmp_path / "unused")
@@ -26,11 +26,11 @@ def s3_on_cluster(tmp_path, fake_master, s3_bucket, monkeypatch):  # noqa: ANN00
     return s3_bucket
 
 
-def test_an_upload_that_fails_midway_is_not_reported(s3_on_cluster, fake_master, monkeypatch):  # noqa: ANN001, F811
+def test_an_upload_that_fails_midway_is_not_reported(s3_on_cluster, fake_master, monkeypatch):  # noqa: F811
     outage = Outage(start_after=3, recover_after=1)
     make_client = S3Storage._make_client
 
-    def client_with_outage(self):  # noqa: ANN001, ANN202 - the store's own client, with a dying network under it
+    def client_with_outage(self):  # the store's own client, with a dying network under it
         client = make_client(self)
         client.meta.events.register("before-send.s3", s3_outage_hook(outage))
         return client

@@ -113,7 +113,7 @@ async def cluster_page(request: Request, limit: PageLimit = 50, offset: ListOffs
                        self_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""))
 
 
-async def _slot_use(session) -> dict[str, dict[int, str]]:  # noqa: ANN001
+async def _slot_use(session) -> dict[str, dict[int, str]]:
     """agent id -> slot id -> the allocation holding it (bounded by the cluster's slots)."""
     out: dict[str, dict[int, str]] = {}
     for alloc in (await session.scalars(select(Allocation).where(

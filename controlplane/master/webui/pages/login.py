@@ -73,7 +73,7 @@ def _refused(what: str, why: str) -> Response:
 
 
 @get(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False)
-async def login_form(next: str = "/") -> Response:  # noqa: A002 (the query parameter's name)
+async def login_form(next: str = "/") -> Response:  # the query parameter's name
     return _login_page(next[:2048])
 
 

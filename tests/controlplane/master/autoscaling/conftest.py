@@ -35,10 +35,10 @@ class FakePool:
     agents: dict[str, FakeAgent] = field(default_factory=dict)
 
     @property
-    def rt(self):  # noqa: ANN201
+    def rt(self):
         return self.api.rt
 
-    async def tick(self, advance_s: float = 0.0):  # noqa: ANN201
+    async def tick(self, advance_s: float = 0.0):
         self.clock.advance(advance_s)
         return await self.scaler.tick(self.clock())
 
@@ -58,7 +58,7 @@ class FakePool:
         return r.json()
 
 
-async def start_master(db_url: str, tmp_path, provider: dict, cloud, **settings):  # noqa: ANN001, ANN003, ANN201
+async def start_master(db_url: str, tmp_path, provider: dict, cloud, **settings):
     """A master whose pool `gpu` is served by `cloud`, its autoscaler built as in production
     but not looping: the test calls `tick(now)` itself."""
     pools, compute, aux = parse_pools([{"pool_name": "gpu", "provider": provider}], None)
@@ -73,7 +73,7 @@ async def start_master(db_url: str, tmp_path, provider: dict, cloud, **settings)
     return rt
 
 
-async def login(rt) -> httpx.AsyncClient:  # noqa: ANN001
+async def login(rt) -> httpx.AsyncClient:
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=rt.app), base_url="http://m", timeout=30)
     client.rt = rt
     token = (await client.post("/api/v1/auth/login", json={"username": "determined", "password": ""})).json()["token"]
@@ -85,7 +85,7 @@ async def login(rt) -> httpx.AsyncClient:  # noqa: ANN001
 async def fake_pool(master_db_url, tmp_path):
     started: list = []
 
-    async def make(*, reconnect_wait_s: float = 300.0, cloud: FakeProvisioner | None = None, **provider) -> FakePool:  # noqa: ANN003
+    async def make(*, reconnect_wait_s: float = 300.0, cloud: FakeProvisioner | None = None, **provider) -> FakePool:
         clock = FakeClock()
         fake = cloud or FakeProvisioner(zones=["zone-a", "zone-b"])
         fake.clock = clock

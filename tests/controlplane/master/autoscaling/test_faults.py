@@ -124,7 +124,7 @@ async def test_work_placed_while_the_autoscaler_reads_is_not_counted_twice(fake_
     placed: list[str] = []
     real_scalars = AsyncSession.scalars
 
-    async def scalars(self, statement, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    async def scalars(self, statement, *args, **kwargs):
         result = await real_scalars(self, statement, *args, **kwargs)
         if not placed and "allocations" in str(statement):
             placed.append(str(statement))

@@ -26,7 +26,7 @@ class ScriptedCloud:
         self.launches: list = []
         self.clock = 1000.0
 
-    def launch(self, req):  # noqa: ANN001, ANN201
+    def launch(self, req):
         if req.zone in self.no_capacity_zones:
             raise NoCapacity("InsufficientInstanceCapacity: none left", zone=req.zone, instance_type=req.instance_type)
         self.launches.append(req)
@@ -39,11 +39,11 @@ class ScriptedCloud:
             out.append(inst)
         return out
 
-    def list_instances(self, cluster_id, pool):  # noqa: ANN001, ANN201
+    def list_instances(self, cluster_id, pool):
         return [i for i in self.instances.values() if i.state != "terminated"
                 and i.tags[TAG_CLUSTER] == cluster_id and i.tags[TAG_POOL] == pool]
 
-    def terminate(self, ids):  # noqa: ANN001
+    def terminate(self, ids):
         for i in ids:
             old = self.instances[i]
             self.instances[i] = CloudInstance(old.instance_id, old.name, "terminated", old.zone, old.instance_type,

@@ -16,7 +16,7 @@ from tests.controlplane.master.conftest import FakeAgent, create_experiment
 pytestmark = pytest.mark.both_databases  # spend is summed and bucketed in SQL (time arithmetic differs)
 
 
-async def _two_allocations_on_an_instance(api):  # noqa: ANN001, ANN202
+async def _two_allocations_on_an_instance(api):
     """Experiment ``exp`` holds 1 of the 2 slots of instance i-1 twice: 0..1000 s and 500 s..now,
     with t0 = now - 2000 s; i-1 costs $3.60/h (0.001 $/s) and was launched at t0 - 100 s."""
     agent = FakeAgent(api.rt, agent_id="i-1", slots=2)

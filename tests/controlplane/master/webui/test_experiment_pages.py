@@ -12,12 +12,12 @@ from controlplane.master.db.models import Metric, TaskLog, Trial
 from tests.controlplane.master.conftest import CONFIG, create_experiment
 
 
-async def _trial_of(api, exp_id: int) -> int:  # noqa: ANN001
+async def _trial_of(api, exp_id: int) -> int:
     r = await api.get(f"/api/v1/experiments/{exp_id}/trials")
     return r.json()["trials"][0]["id"]
 
 
-async def _metrics(api, trial_id: int, values: list[float], group: str = "training") -> None:  # noqa: ANN001
+async def _metrics(api, trial_id: int, values: list[float], group: str = "training") -> None:
     now = datetime.now(UTC)
     async with api.rt.sessions.begin() as session:
         await session.execute(insert(Metric), [

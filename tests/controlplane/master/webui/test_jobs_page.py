@@ -16,7 +16,7 @@ def _row_ids(html: str) -> list[str]:
     return re.findall(r'<tr data-job-id="([^"]+)"', html)
 
 
-async def _three_jobs(api) -> list[int]:  # noqa: ANN001
+async def _three_jobs(api) -> list[int]:
     agent = FakeAgent(api.rt, slots=1)
     await agent.register()
     ids = [await create_experiment(api, {**SINGLE, "name": f"job-{n}"}) for n in range(3)]

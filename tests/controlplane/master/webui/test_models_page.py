@@ -9,7 +9,7 @@ import re
 from tests.controlplane.master.test_models_api import experiment_checkpoint, registry_agent
 
 
-async def _model(api, name: str, description: str = "") -> None:  # noqa: ANN001
+async def _model(api, name: str, description: str = "") -> None:
     r = await api.post("/api/v1/models", json={"name": name, "description": description, "labels": ["prod"]})
     assert r.status_code == 200, r.text
 

@@ -12,7 +12,7 @@ from controlplane.master.webui import session as web_session
 
 
 @contextlib.asynccontextmanager
-async def _sign_in(api, username: str = "determined", password: str = "", next_path: str = "/experiments"):  # noqa: ANN001, ANN202
+async def _sign_in(api, username: str = "determined", password: str = "", next_path: str = "/experiments"):
     """A browser (its own cookie jar) after posting the sign-in form: (client, the form's answer)."""
     async with httpx.AsyncClient(transport=api._transport, base_url="http://master") as browser:
         r = await browser.post("/login", data={"username": username, "password": password, "next": next_path})
