@@ -1,13 +1,13 @@
-"""The one place where botocore errors become `ProvisionerError`s.
+"""The one place where AWS failures become `ProvisionerError`s (read by `controlplane.common.aws_errors`).
 
 Why one place: the autoscaler's failover (block a zone, block a type, back off, stop) depends
 entirely on this classification, so it must be reviewed and tested as a single table. Codes
 come from the EC2 API error reference; anything unknown falls back to the HTTP status.
-botocore is imported lazily so importing `provisioners` stays cheap.
 """
 
 from __future__ import annotations
 
+from controlplane.common.aws_errors import parse
 from provisioners.base import (
     Fatal,
     InvalidConfig,
@@ -105,25 +105,16 @@ def map_error(
     """Turn any exception raised by boto3/botocore into the taxonomy (ProvisionerErrors pass)."""
     if isinstance(exc, ProvisionerError):
         return exc
-    from botocore import exceptions as bex
-
     kw = {"zone": zone, "instance_type": instance_type}
-    if isinstance(exc, bex.ClientError):
-        err = exc.response.get("Error", {}) or {}
-        code = str(err.get("Code", "") or "")
-        message = str(err.get("Message", "") or str(exc))
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return class_for_code(code, status)(message, code=code or None, **kw)
-    if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError):
-        return Fatal(str(exc), code=type(exc).__name__, **kw)
-    if isinstance(exc, bex.NoRegionError | bex.ParamValidationError):
-        return InvalidConfig(str(exc), code=type(exc).__name__, **kw)
-    # EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError...
-    if isinstance(exc, bex.HTTPClientError | bex.ConnectionError | OSError):
-        return Transient(str(exc), code=type(exc).__name__, **kw)
-    if isinstance(exc, bex.BotoCoreError):
-        return Transient(str(exc), code=type(exc).__name__, **kw)
-    return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+    failure = parse(exc)
+    if failure is None:  # not the SDK's: a local OS error is worth a retry, anything else is a bug
+        if isinstance(exc, OSError):
+            return Transient(str(exc), code=type(exc).__name__, **kw)
+        return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+    if failure.kind == "api":
+        return class_for_code(failure.code, failure.status)(failure.message, code=failure.code or None, **kw)
+    cls = {"credentials": Fatal, "request": InvalidConfig}.get(failure.kind, Transient)
+    return cls(failure.message, code=failure.code, **kw)
 
 
 # `with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause.

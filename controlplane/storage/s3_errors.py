@@ -1,10 +1,11 @@
-"""botocore / s3transfer errors → the storage taxonomy, in this one place.
+"""AWS failures (read by `controlplane.common.aws_errors`) → the storage taxonomy, in this one place.
 
 S3 error codes: https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html
 """
 
 from __future__ import annotations
 
+from controlplane.common.aws_errors import parse
 from controlplane.storage.errors import (
     AccessDenied,
     BucketNotFound,
@@ -28,13 +29,12 @@ def translate(exc: BaseException, *, bucket: str, where: str,
     ``missing`` says what a missing key means where the call was made: a checkpoint that is not
     there (downloads) or, where only the bucket can be missing, BucketNotFound.
     """
-    from botocore import exceptions as bx
-    from s3transfer.exceptions import RetriesExceededError
-
-    if isinstance(exc, bx.ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-        detail = f"{code}: {error.get('Message') or 'no message'}"
+    failure = parse(exc)
+    if failure is None:
+        return None
+    if failure.kind == "api":
+        code = failure.code or str(failure.status or "")
+        detail = f"{code}: {failure.message}"
         if code == "NoSuchBucket":
             return BucketNotFound(f"S3 bucket {bucket!r} does not exist (checkpoint storage {where})")
         if code in _NO_OBJECT:
@@ -47,16 +47,12 @@ def translate(exc: BaseException, *, bucket: str, where: str,
         if code in _UNAVAILABLE:
             return StorageUnavailable(f"S3 is unavailable for {where} ({detail})")
         return StorageError(f"S3 request for {where} failed ({detail})")
-    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)):
+    if failure.kind == "credentials":
         return AccessDenied(f"no usable AWS credentials for {where}: set checkpoint_storage access_key and "
                             "secret_key, or configure the AWS credential chain")
-    if isinstance(exc, (bx.ConnectionError, bx.HTTPClientError, RetriesExceededError, ConnectionError, TimeoutError)):
-        # botocore's ConnectionError covers EndpointConnectionError and connect timeouts;
-        # HTTPClientError covers ConnectionClosedError and read timeouts.
-        return StorageUnavailable(f"S3 endpoint unreachable for {where} ({exc})")
-    if isinstance(exc, bx.BotoCoreError):
-        return StorageError(f"S3 request for {where} failed ({exc})")
-    return None
+    if failure.kind == "unreachable":
+        return StorageUnavailable(f"S3 endpoint unreachable for {where} ({failure.message})")
+    return StorageError(f"S3 request for {where} failed ({failure.message})")
 
 
 def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):

@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from infra.aws_errors import message, sdk_errors
+from controlplane.common.aws_errors import describe, sdk_errors
 from infra.options import AwsOptions
 from infra.preflight import Report
 
@@ -101,13 +101,13 @@ def check(opts: AwsOptions, session: Any | None = None) -> Report:
     try:
         sts.get_caller_identity()
     except errors as e:
-        report.failures.append(f"AWS credentials: {message(e).rstrip('.')}.")
+        report.failures.append(f"AWS credentials: {describe(e).rstrip('.')}.")
         return report  # every other call would fail the same way
     try:
         offered = _offered(ec2, opts)
         vcpus = _vcpus(ec2, sorted(offered))
     except errors as e:
-        report.failures.append(f"Could not list the instance types of {opts.region}: {message(e)}")
+        report.failures.append(f"Could not list the instance types of {opts.region}: {describe(e)}")
         return report
     flags = {opts.master_instance_type: "--master-instance-type"}
     flags.update({t: "--gpu-agent-instance-type" for t in opts.gpu_agent_instance_types})
@@ -143,7 +143,7 @@ def _check_quota(quotas: Any, opts: AwsOptions, need: Need, report: Report) -> N
         limit = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
     except sdk_errors() as e:
         report.warnings.append(f"Could not read the {market} vCPU quota for {need.quota.name} instances "
-                               f"(Service Quotas {code}): {message(e)}; it was not checked.")
+                               f"(Service Quotas {code}): {describe(e)}; it was not checked.")
         return
     if limit < need.vcpus:
         report.failures.append(

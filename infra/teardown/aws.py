@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from infra.aws_errors import message, sdk_errors
+from controlplane.common.aws_errors import describe, sdk_errors
 from infra.options import TAG_DEPLOYMENT, TAG_ROLE
 from infra.teardown import TeardownError, TeardownReport, wait_gone
 
@@ -77,5 +77,5 @@ def teardown(ec2: Any, cluster_id: str, *, say: Callable[[str], None] = print, t
                 lambda: sorted(i for i, state in _states(ec2, ids).items() if state in STILL_RUNNING),
                 verb="terminate", say=say, timeout_s=timeout_s, poll_s=poll_s, clock=clock, sleep=sleep)
     except sdk_errors() as e:
-        raise TeardownError(f"cleaning up the instances of {cluster_id} failed: {message(e)}") from e
+        raise TeardownError(f"cleaning up the instances of {cluster_id} failed: {describe(e)}") from e
     return report
