@@ -1,9 +1,9 @@
-"""The one place where Compute Engine errors become `ProvisionerError`s.
+"""The one place where Compute Engine failures become `ProvisionerError`s (exceptions read by
+`controlplane.common.gcp_errors`).
 
 GCE reports failures two ways: an HTTP error raised by the client as a google.api_core
 exception, or a zone operation that finishes DONE with `error.errors[].code` set (zone
 stockouts arrive this way). Both go through `classify`, so the table is tested once.
-google.api_core is imported lazily so importing `provisioners` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from controlplane.common.gcp_errors import parse
 from provisioners.base import (
     Fatal,
     InvalidConfig,
@@ -61,39 +62,25 @@ def classify(status: int | None, reasons: Iterable[str], message: str) -> type[P
     return InvalidConfig
 
 
-def _reasons_of(exc: Any) -> list[str]:
-    out: list[str] = []
-    reason = getattr(exc, "reason", None)
-    if reason:
-        out.append(str(reason))
-    for item in getattr(exc, "errors", None) or []:
-        if isinstance(item, dict):
-            out.extend(str(item[k]) for k in ("reason", "code") if item.get(k))
-    return out
-
-
 def map_error(
     exc: BaseException, *, zone: str | None = None, instance_type: str | None = None
 ) -> ProvisionerError:
     """Turn any exception from google-cloud-compute into the taxonomy (ProvisionerErrors pass)."""
     if isinstance(exc, ProvisionerError):
         return exc
-    from google.api_core import exceptions as gex
-    from google.auth import exceptions as aex
-
     kw = {"zone": zone, "instance_type": instance_type}
-    if isinstance(exc, gex.GoogleAPICallError):
-        status = exc.code if isinstance(exc.code, int) else None
-        reasons = _reasons_of(exc)
-        message = str(exc.message or exc)
-        return classify(status, reasons, message)(message, code=(reasons[0] if reasons else None), **kw)
-    if isinstance(exc, gex.RetryError):
-        return Transient(str(exc), code="RetryError", **kw)
-    if isinstance(exc, aex.DefaultCredentialsError | aex.RefreshError):
-        return Fatal(str(exc), code=type(exc).__name__, **kw)
-    if isinstance(exc, OSError | TimeoutError) or type(exc).__module__.startswith("requests"):
-        return Transient(f"{type(exc).__name__}: {exc}", code=type(exc).__name__, **kw)
-    return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+    failure = parse(exc)
+    if failure is None:  # not the client's: a local OS error is worth a retry, anything else is a bug
+        if isinstance(exc, OSError):
+            return Transient(f"{type(exc).__name__}: {exc}", code=type(exc).__name__, **kw)
+        return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+    if failure.kind == "api":
+        reasons = failure.reasons
+        cls = classify(failure.status, reasons, failure.message)
+        return cls(failure.message, code=(reasons[0] if reasons else None), **kw)
+    if failure.kind == "unreachable":
+        return Transient(failure.message, code=failure.name, **kw)
+    return Fatal(failure.message, code=failure.name, **kw)
 
 
 def operation_error(

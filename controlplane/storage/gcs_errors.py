@@ -1,10 +1,11 @@
-"""google-api-core / google-auth / transport errors → the storage taxonomy, in this one place.
+"""Google client failures (read by `controlplane.common.gcp_errors`) → the storage taxonomy, in this one place.
 
 GCS status codes: https://cloud.google.com/storage/docs/json_api/v1/status-codes
 """
 
 from __future__ import annotations
 
+from controlplane.common.gcp_errors import parse
 from controlplane.storage.errors import (
     AccessDenied,
     BucketNotFound,
@@ -23,31 +24,24 @@ def translate(exc: BaseException, *, bucket: str, where: str,
     call was made: CheckpointNotFound for an object read after a successful listing, else
     BucketNotFound (listing or writing can only miss the bucket).
     """
-    import requests
-    from google.api_core import exceptions as gx
-    from google.auth import exceptions as ax
+    failure = parse(exc)
+    if failure is None:
+        from google.cloud.storage.exceptions import DataCorruption
 
-    if isinstance(exc, gx.RetryError) and exc.cause is not None:  # retried until the deadline
-        inner = translate(exc.cause, bucket=bucket, where=where, missing=missing)
-        return inner or StorageUnavailable(f"GCS kept failing for {where} ({exc})")
-    if isinstance(exc, gx.NotFound):
+        if isinstance(exc, DataCorruption):
+            return StorageError(f"GCS transfer for {where} failed its checksum ({_short(exc)})")
+        return None
+    if failure.not_found:
         if missing is CheckpointNotFound:
             return CheckpointNotFound(f"checkpoint not found at {where} (deleted, or never stored)")
         return BucketNotFound(f"GCS bucket {bucket!r} does not exist (checkpoint storage {where})")
-    if isinstance(exc, (gx.Forbidden, gx.Unauthorized, ax.DefaultCredentialsError, ax.RefreshError)):
-        return AccessDenied(f"access to {where} denied ({type(exc).__name__}: {_short(exc)}); check the "
-                            "application default credentials (or the VM's service account) and the bucket's IAM")
-    if isinstance(exc, (gx.TooManyRequests, gx.ServerError, gx.RetryError, gx.DeadlineExceeded,
-                        requests.ConnectionError, requests.Timeout, ax.TransportError, ConnectionError,
-                        TimeoutError)):
-        return StorageUnavailable(f"GCS is unavailable for {where} ({type(exc).__name__}: {_short(exc)})")
-    if isinstance(exc, (gx.GoogleAPICallError, ax.GoogleAuthError)):
-        return StorageError(f"GCS request for {where} failed ({type(exc).__name__}: {_short(exc)})")
-    from google.cloud.storage.exceptions import DataCorruption
-
-    if isinstance(exc, DataCorruption):
-        return StorageError(f"GCS transfer for {where} failed its checksum ({_short(exc)})")
-    return None
+    said = f"{failure.name}: {_short(exc)}"
+    if failure.kind == "credentials" or failure.status in (401, 403):
+        return AccessDenied(f"access to {where} denied ({said}); check the application default credentials "
+                            "(or the VM's service account) and the bucket's IAM")
+    if failure.kind == "unreachable" or failure.status in (429, 504) or (failure.status or 0) >= 500:
+        return StorageUnavailable(f"GCS is unavailable for {where} ({said})")
+    return StorageError(f"GCS request for {where} failed ({said})")
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

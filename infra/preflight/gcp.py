@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from controlplane.common.gcp_errors import is_not_found, message, parse, sdk_errors
 from infra.gcp_clients import GcpClients
-from infra.gcp_errors import is_credentials_error, is_not_found, message, sdk_errors
 from infra.options import GcpOptions
 from infra.preflight import Report
 
@@ -40,7 +40,7 @@ def check(opts: GcpOptions, clients: GcpClients | None = None) -> Report:
         _accelerator(clients, opts, report)
         region = clients.regions().get(project=opts.project_id, region=opts.region)
     except sdk_errors() as e:
-        if is_credentials_error(e):
+        if (failure := parse(e)) is not None and failure.credentials_refused:
             report.failures = [f"GCP credentials: {message(e).rstrip('.')}."]
         else:
             report.failures.append(f"Could not check project {opts.project_id} in {opts.region}: {message(e)}")

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.common.gcp_errors import is_not_found, message, sdk_errors
 from infra.gcp_clients import GcpClients
-from infra.gcp_errors import is_not_found, message, operation_error, sdk_errors
 from infra.options import TAG_DEPLOYMENT, TAG_ROLE
 from infra.teardown import TeardownError, TeardownReport, wait_gone
 
@@ -84,3 +84,11 @@ def _delete(instances: Any, project: str, inst: Found) -> None:
     err = operation_error(op)
     if err is not None and "not found" not in err.lower():
         raise TeardownError(f"deleting {inst.name} failed: {err}")
+
+
+def operation_error(op: Any) -> str | None:
+    """A zone operation that finished with an error: its message (the provisioners read operations), else None."""
+    from provisioners.gce_errors import operation_error as read_operation_error
+
+    err = read_operation_error(op)
+    return err.provider_message if err is not None else None
