@@ -14,6 +14,7 @@ from typing import Any
 
 from controlplane.config.errors import ConfigError
 from controlplane.master.pools import PoolConfig
+from provisioners.base import Provisioner
 
 # Fields the autoscaler reads (PoolScaling), not the provisioner.
 SCALING_FIELDS = {"type", "min_instances", "max_instances", "max_idle_agent_period", "max_agent_starting_period",
@@ -36,34 +37,56 @@ def _typed(cls: type, raw: dict[str, Any], path: str, rename: dict[str, str] | N
         raise ConfigError(path, str(e).replace("__init__() ", "")) from e
 
 
-def provisioner_for(pool: PoolConfig, *, local_command: Callable[[str, str], list[str]] | None = None,
-                    overrides: dict[str, Any] | None = None) -> Any:
+AgentCommand = Callable[[str, str], list[str]]  # (pool, instance id) -> the det-agent command line
+
+
+def _ec2(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentCommand | None) -> Provisioner:
+    from provisioners.ec2 import Ec2Config, Ec2Provisioner
+
+    raw.setdefault("instance_type", "g5.xlarge")
+    return Ec2Provisioner(_typed(Ec2Config, {**raw, "zones": raw.get("zones") or []}, path))
+
+
+def _gce(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentCommand | None) -> Provisioner:
+    from provisioners.gce import GceConfig, GceProvisioner
+
+    zones = raw.get("zones") or ([raw["zone"]] if raw.get("zone") else [])
+    return GceProvisioner(_typed(GceConfig, {**raw, "zones": zones,
+                                             "machine_type": raw.get("machine_type", "n1-standard-4")}, path))
+
+
+def _local(pool: PoolConfig, raw: dict[str, Any], path: str, command: AgentCommand | None) -> Provisioner:
+    from provisioners.local import LocalProvisioner
+
+    if command is None:
+        raise ConfigError(f"{path}.type", "the local provider needs the master's agent command")
+    return LocalProvisioner(lambda instance_id, _req: command(pool.name, instance_id))
+
+
+def _fake(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentCommand | None) -> Provisioner:
+    from provisioners.fake import FakeProvisioner
+
+    return FakeProvisioner()
+
+
+@dataclasses.dataclass(frozen=True)
+class Provider:
+    make: Callable[[PoolConfig, dict[str, Any], str, AgentCommand | None], Provisioner]
+    boot_script: str = "ec2-user-data"  # how its instances get the agent's boot script (boot/render.py)
+
+
+# The one place a provider's name leads to its modules (each imported only when a pool names it).
+PROVIDERS: dict[str, Provider] = {"aws": Provider(_ec2), "gcp": Provider(_gce, "gce-startup-script"),
+                                  "local": Provider(_local), "fake": Provider(_fake)}
+
+
+def provisioner_for(pool: PoolConfig, *, local_command: AgentCommand | None = None,
+                    overrides: dict[str, Provisioner] | None = None) -> Provisioner:
     if overrides and pool.name in overrides:
         return overrides[pool.name]
     raw, path = dict(pool.provider), f"resource_pools[{pool.name}].provider"
     kind = raw.get("type")
-    if kind == "aws":
-        from provisioners.ec2 import Ec2Config, Ec2Provisioner
-
-        raw.setdefault("instance_type", "g5.xlarge")
-        cfg = _typed(Ec2Config, {**raw, "instance_type": raw["instance_type"], "zones": raw.get("zones") or []},
-                     path)
-        return Ec2Provisioner(cfg)
-    if kind == "gcp":
-        from provisioners.gce import GceConfig, GceProvisioner
-
-        zones = raw.get("zones") or ([raw["zone"]] if raw.get("zone") else [])
-        cfg = _typed(GceConfig, {**raw, "zones": zones, "machine_type": raw.get("machine_type", "n1-standard-4")},
-                     path)
-        return GceProvisioner(cfg)
-    if kind == "local":
-        from provisioners.local import LocalProvisioner
-
-        if local_command is None:
-            raise ConfigError(f"{path}.type", "the local provider needs the master's agent command")
-        return LocalProvisioner(lambda instance_id, _req: local_command(pool.name, instance_id))
-    if kind == "fake":
-        from provisioners.fake import FakeProvisioner
-
-        return FakeProvisioner()
-    raise ConfigError(f"{path}.type", f"must be one of aws, gcp, local, fake, got {kind!r}")
+    provider = PROVIDERS.get(kind) if isinstance(kind, str) else None
+    if provider is None:
+        raise ConfigError(f"{path}.type", f"must be one of {', '.join(PROVIDERS)}, got {kind!r}")
+    return provider.make(pool, raw, path, local_command)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from controlplane.autoscaler import PoolScaling
 from controlplane.common.aio import wait_for_wake
@@ -15,6 +14,7 @@ from controlplane.master.db import outage
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.settings import parse_duration
+from provisioners.base import Provisioner
 
 log = logging.getLogger("controlplane.autoscaler")
 MIN_TICK_GAP_S = 1.0  # a wake-up for new demand never makes the cloud be listed more often than this
@@ -64,14 +64,15 @@ def build(rt: MasterRuntime) -> AutoscalerService | None:
     if not any(p.provider for p in rt.settings.pools):
         return None
     from agent_image.boot.render import render_boot_script
-    from controlplane.master.autoscaling.providers import provisioner_for
+    from controlplane.master.autoscaling.providers import PROVIDERS, provisioner_for
 
     command = local_agent_command(rt) if any(p.provider.get("type") == "local" for p in rt.settings.pools) else None
     public_url = rt.settings.public_url or f"http://127.0.0.1:{rt.settings.port}"
 
     def boot(pool: str) -> str:
         config = rt.settings.pool(pool)
-        kind = "gce-startup-script" if config is not None and config.provider.get("type") == "gcp" else "ec2-user-data"
+        provider = PROVIDERS.get(str(config.provider.get("type"))) if config is not None else None
+        kind = provider.boot_script if provider is not None else "ec2-user-data"
         return render_boot_script(kind, master_url=public_url, join_token=rt.settings.join_token, pool=pool)
 
     return AutoscalerService(rt, lambda pool: provisioner_for(pool, local_command=command,
@@ -80,7 +81,7 @@ def build(rt: MasterRuntime) -> AutoscalerService | None:
 
 
 class AutoscalerService:
-    def __init__(self, rt: MasterRuntime, provisioner_for: Callable[[PoolConfig], Any],
+    def __init__(self, rt: MasterRuntime, provisioner_for: Callable[[PoolConfig], Provisioner],
                  boot_script: Callable[[str], str], tick_s: float = 5.0) -> None:
         self.rt = rt
         self.tick_s = tick_s
