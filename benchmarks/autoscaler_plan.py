@@ -27,7 +27,7 @@ from controlplane.autoscaler import (
     PoolScaling,
     plan,
 )
-from controlplane.autoscaler.model import InstanceState
+from controlplane.state.instance import InstanceState
 
 NOW = 1_000_000.0
 

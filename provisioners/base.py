@@ -17,14 +17,14 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from controlplane.state.instance import InstanceState
 
 TAG_CLUSTER = "det-cluster-id"
 TAG_POOL = "det-pool"
 TAG_REQUEST = "det-launch-request"
 
-InstanceState = Literal["pending", "running", "stopping", "stopped", "terminated"]
-INSTANCE_STATES: tuple[str, ...] = ("pending", "running", "stopping", "stopped", "terminated")
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Instance:
 
     instance_id: str
     name: str
-    state: str  # one of INSTANCE_STATES
+    state: InstanceState
     zone: str
     instance_type: str
     spot: bool

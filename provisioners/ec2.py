@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from controlplane.state.instance import InstanceState
 from provisioners.base import (
     TAG_CLUSTER,
     TAG_POOL,
@@ -27,7 +28,8 @@ from provisioners.base import (
 from provisioners.ec2_errors import map_error, translated
 
 # EC2 instance-state-name -> our state. shutting-down/terminated are excluded from listing.
-_STATES = {"pending": "pending", "running": "running", "stopping": "stopping", "stopped": "stopped"}
+_STATES: dict[str, InstanceState] = {"pending": "pending", "running": "running", "stopping": "stopping",
+                                     "stopped": "stopped"}
 _LISTED_STATES = list(_STATES)
 _TERMINATE_BATCH = 1000  # TerminateInstances limit per call
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from controlplane.state.instance import InstanceState
 from provisioners.base import (
     TAG_CLUSTER,
     TAG_POOL,
@@ -237,7 +238,7 @@ class FakeProvisioner:
             self._store[inst.instance_id] = inst
         return inst
 
-    def _set_state(self, instance_id: str, state: str) -> None:
+    def _set_state(self, instance_id: str, state: InstanceState) -> None:
         with self._lock:
             inst = self._store[instance_id]
             self._store[instance_id] = replace(inst, state=state)

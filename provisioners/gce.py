@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from controlplane.state.instance import InstanceState
 from provisioners.base import (
     TAG_CLUSTER,
     TAG_POOL,
@@ -31,7 +32,7 @@ from provisioners.base import (
 )
 from provisioners.gce_errors import map_error, operation_error, translated
 
-_STATES = {
+_STATES: dict[str, InstanceState] = {
     "PROVISIONING": "pending",
     "STAGING": "pending",
     "REPAIRING": "pending",

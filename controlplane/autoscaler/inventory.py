@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from controlplane.autoscaler.keys import duration
 from controlplane.autoscaler.model import AgentView, InstanceView, PendingLaunch, PoolScaling, Terminate
+from controlplane.state import instance as INSTANCE
 
 
 @dataclass
@@ -45,12 +46,12 @@ def classify(cfg: PoolScaling, instances: Sequence[InstanceView], agents: Sequen
     period = cfg.max_agent_starting_period_s
     for inst in instances:
         listed_ids.add(inst.instance_id)
-        if inst.state == "terminated":
+        if inst.state == INSTANCE.TERMINATED:
             continue
         inv.existing += 1
         agent = by_id.get(inst.instance_id)
         iid = inst.instance_id
-        if inst.state in ("stopping", "stopped"):
+        if inst.state in (INSTANCE.STOPPING, INSTANCE.STOPPED):
             inv.reaped.append(Terminate(iid, f"instance {iid} is {inst.state}; terminating it so it stops "
                                              "holding disks and counting against max_instances"))
             continue

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-InstanceState = Literal["pending", "running", "stopping", "stopped", "terminated"]
+from controlplane.state.instance import InstanceState
+
 ErrorKind = Literal["no_capacity", "quota", "transient", "invalid_config", "fatal"]
 
 

@@ -32,12 +32,14 @@ from controlplane.autoscaler import (
     on_launch_success,
     plan,
 )
-from controlplane.autoscaler.model import ErrorKind, InstanceState
+from controlplane.autoscaler.model import ErrorKind
 from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Instance, StateTransition
 from controlplane.master.orchestration import gang
 from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
+from controlplane.state import instance as INSTANCE
+from controlplane.state.instance import InstanceState
 from provisioners.base import LaunchRequest, Provisioner, ProvisionerError
 
 log = logging.getLogger("controlplane.autoscaler")
@@ -83,7 +85,7 @@ class PoolAutoscaler:
                           and now - p.requested_at < self.scaling.max_agent_starting_period_s]
         async with self.rt.sessions.begin() as session:
             rows = {r.id: r for r in (await session.scalars(select(Instance).where(
-                Instance.pool == self.pool, Instance.state != "terminated"))).all()}
+                Instance.pool == self.pool, Instance.state != INSTANCE.TERMINATED))).all()}
             for row in rows.values():
                 if row.registered_at is None and row.id in self.rt.hub.connections:
                     row.registered_at = utcnow()
@@ -162,7 +164,7 @@ class PoolAutoscaler:
                 continue
             reason = (f"instance {row.id} is gone from the cloud without the master terminating it "
                       "(spot reclaim, or terminated outside the master)")
-            self._move(session, row, "terminated", reason)
+            self._move(session, row, INSTANCE.TERMINATED, reason)
             row.terminated_at = utcnow()
             row.reason = reason
             out.append((row.id, reason))
@@ -213,10 +215,10 @@ class PoolAutoscaler:
         async with self.rt.sessions.begin() as session:
             row = await session.get(Instance, instance_id)
             if row is None:  # a leak: record it so the bill shows it
-                row = Instance(id=instance_id, pool=self.pool, provider=self.provider, state="running",
+                row = Instance(id=instance_id, pool=self.pool, provider=self.provider, state=INSTANCE.RUNNING,
                                launched_at=utcnow(), reason="found by its tags, unknown to the master")
                 session.add(row)
-            self._move(session, row, "terminated", reason)
+            self._move(session, row, INSTANCE.TERMINATED, reason)
             row.terminated_at = utcnow()
             row.reason = reason
         self.idle_since.pop(instance_id, None)

@@ -22,6 +22,7 @@ from controlplane.master.orchestration.transitions import move
 from controlplane.master.principals import Principal
 from controlplane.master.services import checkpoint_gc as gc
 from controlplane.searchers.planned import PlannedSearcher
+from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 ENDED = (E.COMPLETED, E.CANCELED, E.ERROR)
 DELETABLE = (*ENDED, E.DELETING, E.DELETE_FAILED)  # DELETING: a delete cut short by a master restart
 CONTINUABLE_SEARCHERS = ("single", "grid", "random")
-COMPLETED_CHECKPOINT = "STATE_COMPLETED"
+COMPLETED_CHECKPOINT = CK.COMPLETED
 
 
 async def kill_trial(orch: Orchestrator, principal: Principal, trial_id: int) -> None:
@@ -143,7 +144,7 @@ async def finish_delete(orch: Orchestrator, exp_id: int, failed: dict[str, str])
         if exp is None:
             return None  # a concurrent delete finished first
         left = (await session.scalars(select(Checkpoint.uuid).where(
-            Checkpoint.experiment_id == exp_id, Checkpoint.state != "STATE_DELETED").limit(5))).all()
+            Checkpoint.experiment_id == exp_id, Checkpoint.state != CK.DELETED).limit(5))).all()
         if failed or left or exp.state != E.DELETING:
             first = next(iter(failed.values()), None) or (
                 f"checkpoint(s) {', '.join(left)} still have files" if left else f"it is {exp.state}")

@@ -28,12 +28,12 @@ from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoint_files
 from controlplane.master.services.models import registered_checkpoint_uuids
+from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
 
 log = logging.getLogger("controlplane.checkpoint_gc")
-COMPLETED, DELETING, DELETED = "STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED"
-ACTIVE = "STATE_ACTIVE"  # announced before its upload, not reported complete yet
+COMPLETED, DELETING, DELETED, ACTIVE = CK.COMPLETED, CK.PARTIALLY_DELETED, CK.DELETED, CK.ACTIVE
 TERMINAL_EXPERIMENT = (E.COMPLETED, E.CANCELED, E.ERROR)
 
 

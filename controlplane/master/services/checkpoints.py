@@ -21,8 +21,9 @@ from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoint_files, fencing
 from controlplane.master.services.fields import MAX_INT64, NO_NUL, CheckpointUuid, Id, NewCheckpointUuid, plain_json
+from controlplane.state import checkpoint as CK
 
-STATES = {"STATE_COMPLETED", "STATE_PARTIALLY_DELETED", "STATE_DELETED", "STATE_ERROR", "STATE_ACTIVE"}
+STATES = CK.ALL
 RelPath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, pattern=NO_NUL)]
 Size = (Annotated[str, msgspec.Meta(max_length=20, pattern=r"^[0-9]+$")]
         | Annotated[int, msgspec.Meta(ge=0, le=MAX_INT64)])
@@ -41,7 +42,7 @@ class ReportCheckpointRequest(msgspec.Struct, rename="camel", kw_only=True):
     """Determined's ``v1Checkpoint`` as the harness reports it (reference §4.4 row 9)."""
 
     uuid: NewCheckpointUuid
-    state: Annotated[str, msgspec.Meta(max_length=64)] = "STATE_COMPLETED"
+    state: Annotated[str, msgspec.Meta(max_length=64)] = CK.COMPLETED
     metadata: dict[str, Any] = {}
     resources: Annotated[dict[RelPath, Size], msgspec.Meta(max_length=1_000_000)] = {}
     task_id: Ref | None = None
@@ -128,8 +129,8 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
     if isinstance(principal, TaskPrincipal):
         allocation_id, task_id = principal.allocation_id, principal.task_id
     report_time = _report_time(data.report_time)
-    digests = dict(data.digests) if data.digests is not None and data.state == "STATE_COMPLETED" else None
-    if data.state == "STATE_COMPLETED":
+    digests = dict(data.digests) if data.digests is not None and data.state == CK.COMPLETED else None
+    if data.state == CK.COMPLETED:
         # The files first, outside the write transaction (hashing takes a while): a shared_fs
         # checkpoint leaves the task's staging directory and becomes read-only (checkpoint_files.py).
         async with rt.sessions() as session:
@@ -157,7 +158,7 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
         else:  # the upload it announced (STATE_ACTIVE) has finished
             for name, value in fields.items():
                 setattr(existing, name, value)
-        if data.state == "STATE_COMPLETED":
+        if data.state == CK.COMPLETED:
             current = await session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
             if current is None or steps >= current.steps_completed:
                 trial.latest_checkpoint = data.uuid
@@ -183,7 +184,7 @@ async def _reported_into(session, principal: Principal, data: ReportCheckpointRe
     await fencing.hold_trial(session, principal, trial.id)
     if existing is not None and existing.trial_id not in (None, trial.id):
         raise Forbidden(f"uuid: checkpoint {data.uuid} belongs to another trial")
-    if existing is not None and not (existing.state == "STATE_ACTIVE" and data.state != "STATE_ACTIVE"):
+    if existing is not None and not (existing.state == CK.ACTIVE and data.state != CK.ACTIVE):
         return None
     exp = await session.get(Experiment, trial.experiment_id)
     assert exp is not None  # a trial's experiment row exists (foreign key)

@@ -29,10 +29,11 @@ from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.fields import MAX_ID, CheckpointUuid, Id, Labels, Name, Text, plain_json
+from controlplane.state import checkpoint as CK
 
 WORKSPACE_ID = 1
 WORKSPACE_NAME = "Uncategorized"
-REGISTRABLE_STATE = "STATE_COMPLETED"
+REGISTRABLE_STATE = CK.COMPLETED
 MODEL_SORTS = {
     "SORT_BY_UNSPECIFIED": lambda v: v.model.id,
     "SORT_BY_NAME": lambda v: v.model.name,

@@ -1,0 +1,13 @@
+"""A cloud instance's state as every provisioner reports it (each maps its cloud's own names onto these)."""
+
+from typing import Final, Literal
+
+InstanceState = Literal["pending", "running", "stopping", "stopped", "terminated"]
+
+PENDING: Final = "pending"
+RUNNING: Final = "running"
+STOPPING: Final = "stopping"
+STOPPED: Final = "stopped"  # still there (and billed for its disks), not running
+TERMINATED: Final = "terminated"
+
+ALL: Final[tuple[InstanceState, ...]] = (PENDING, RUNNING, STOPPING, STOPPED, TERMINATED)
