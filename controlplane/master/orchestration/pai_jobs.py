@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Allocation, PaiJob, User
 from controlplane.master.orchestration import gang, lifecycle, rendezvous
@@ -45,7 +46,7 @@ TASK_TYPE = "PAI"
 
 # By the job's queue id (a UUID, so two databases in one process never share one): a job's JSON
 # never changes, and the scheduler asks for it every tick.
-_parsed: dict[str, pai_spec.PaiJob] = {}
+_parsed: BoundedCache[str, pai_spec.PaiJob] = BoundedCache(1000)
 
 
 def parsed(job: PaiJob) -> pai_spec.PaiJob:
@@ -53,10 +54,7 @@ def parsed(job: PaiJob) -> pai_spec.PaiJob:
     key = job.job_id
     hit = _parsed.get(key)
     if hit is None:
-        hit = pai_spec.parse_job(job.spec)[0]
-        if len(_parsed) > 1000:
-            _parsed.clear()
-        _parsed[key] = hit
+        hit = _parsed.put(key, pai_spec.parse_job(job.spec)[0])
     return hit
 
 

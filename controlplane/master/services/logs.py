@@ -20,6 +20,7 @@ import msgspec
 from sqlalchemy import Select, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.log_lines import bounded
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action, require_owner
@@ -61,7 +62,8 @@ class PostTaskLogsRequest(msgspec.Struct, rename="camel", kw_only=True):
     logs: Annotated[list[TaskLogEntry], msgspec.Meta(max_length=MAX_LINES_PER_POST)]
 
 
-_alloc_cache: dict[str, tuple[str, int | None]] = {}  # allocation id -> (task id, trial id); never changes
+# allocation id -> (task id, trial id): never changes once the allocation exists.
+_alloc_cache: BoundedCache[str, tuple[str, int | None]] = BoundedCache(20_000)
 
 
 async def _allocation_owner(rt: MasterRuntime, allocation_id: str) -> tuple[str, int | None] | None:
@@ -73,8 +75,7 @@ async def _allocation_owner(rt: MasterRuntime, allocation_id: str) -> tuple[str,
                                      .where(Allocation.id == allocation_id))).first()
     if row is None:
         return None
-    _alloc_cache[allocation_id] = (row[0], row[1])
-    return _alloc_cache[allocation_id]
+    return _alloc_cache.put(allocation_id, (row[0], row[1]))
 
 
 async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs) -> None:

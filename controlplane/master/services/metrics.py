@@ -23,6 +23,7 @@ import msgspec
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
 from controlplane.common.timeutil import iso, utcnow
 from controlplane.master.db.models import Experiment, Metric, Trial
@@ -179,8 +180,8 @@ def _searcher_value(metrics: dict, name: str) -> float | None:
 # (cluster id, trial id) -> (searcher name, searcher metric, smaller is better, time unit): fixed once the
 # experiment exists. Trial ids are per database, hence the cluster id (tests run several masters in a process).
 # Bounded: the oldest entry goes first (a long-lived master sees unboundedly many trials).
-_searcher_of_trial: dict[tuple[str, int], tuple[str, str, bool, str]] = {}
 SEARCHER_CACHE_SIZE = 20_000
+_searcher_of_trial: BoundedCache[tuple[str, int], tuple[str, str, bool, str]] = BoundedCache(SEARCHER_CACHE_SIZE)
 
 
 async def _searcher_settings(rt: MasterRuntime, session: AsyncSession, trial_id: int) -> tuple[str, str, bool, str]:
@@ -192,9 +193,7 @@ async def _searcher_settings(rt: MasterRuntime, session: AsyncSession, trial_id:
             raise NotFound(f"trial {trial_id} not found")
         s = config.get("searcher") or {}
         hit = (s.get("name", ""), s.get("metric", ""), bool(s.get("smaller_is_better", True)), asha.time_unit(s))
-        while len(_searcher_of_trial) >= SEARCHER_CACHE_SIZE:
-            del _searcher_of_trial[next(iter(_searcher_of_trial))]
-        _searcher_of_trial[(rt.cluster_id, trial_id)] = hit
+        _searcher_of_trial.put((rt.cluster_id, trial_id), hit)
     return hit
 
 
