@@ -166,7 +166,8 @@ def trial_of(entrypoint: str | list[str]) -> str | None:
 def first_hparams(cfg: Any) -> tuple[dict, int]:
     """The hyperparameters and seed of the searcher's first trial."""
     try:
-        from controlplane.searchers.base import Create, make_searcher
+        from controlplane.searchers.base import Create
+        from controlplane.searchers.registry import make_searcher
 
         for action in make_searcher(cfg).initial_actions():
             if isinstance(action, Create):

@@ -12,7 +12,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig
@@ -76,23 +76,3 @@ def rng_from_state(state: list) -> random.Random:
     rng = random.Random()
     rng.setstate((state[0], tuple(state[1]), state[2]))
     return rng
-
-
-# Searchers whose plan never depends on metrics: the master need not wake them per validation.
-METRIC_BLIND = {"single", "grid", "random"}
-
-
-def uses_validations(name: str) -> bool:
-    return name not in METRIC_BLIND
-
-
-def make_searcher(cfg: ExperimentConfig) -> Searcher:
-    from controlplane.searchers.adaptive_asha import AdaptiveAshaSearcher
-    from controlplane.searchers.asha import AshaSearcher
-    from controlplane.searchers.grid import GridSearcher
-    from controlplane.searchers.random import RandomSearcher
-    from controlplane.searchers.single import SingleSearcher
-
-    kinds: dict[str, Any] = {"single": SingleSearcher, "grid": GridSearcher, "random": RandomSearcher,
-                             "adaptive_asha": AdaptiveAshaSearcher, "async_halving": AshaSearcher}
-    return kinds[cfg.searcher.name](cfg)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from controlplane.config.experiment import parse_experiment_config
 from controlplane.master.db.models import Experiment
-from controlplane.searchers.base import Searcher, make_searcher
+from controlplane.searchers.base import Searcher
+from controlplane.searchers.registry import make_searcher
 
 
 def load(exp: Experiment) -> Searcher:

@@ -35,8 +35,8 @@ from controlplane.master.services.context import build_archive
 from controlplane.master.services.environments import check_environment
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
-from controlplane.searchers.base import make_searcher
 from controlplane.searchers.grid import subset_warning
+from controlplane.searchers.registry import make_searcher
 from controlplane.searchers.sampling import grid_size
 from controlplane.state import experiment as E
 

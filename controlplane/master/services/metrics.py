@@ -42,7 +42,7 @@ from controlplane.master.services.paging import (
     pagination,
 )
 from controlplane.searchers import asha
-from controlplane.searchers.base import uses_validations as searcher_uses_validations
+from controlplane.searchers.registry import uses_validations as searcher_uses_validations
 
 MAX_REPORTS_PER_BATCH = 100_000
 MAX_VALUE_DEPTH = 32  # nesting of one metric value (lists of lists ...)

@@ -22,7 +22,7 @@ from controlplane.searchers.adaptive_asha import (
     plan_brackets,
 )
 from controlplane.searchers.asha import EXITED, AshaSearcher, Rung, rung_lengths, time_step, time_unit
-from controlplane.searchers.base import uses_validations
+from controlplane.searchers.registry import uses_validations
 from tests.controlplane.searchers.support import config
 
 
