@@ -38,7 +38,7 @@ from tests.e2e import test_cloud_autoscaling as cloud
 from tests.e2e.conftest import processes_mentioning
 from tests.e2e.test_cloud_autoscaling import AWS_ENV, HELLO, REGION, Api, hello_config, wait_experiment
 from tests.support.boot_simulator import BIN, BootSimulator, SimInstance
-from tests.support.cluster import free_port, wait_for
+from tests.support.cluster import free_port_run, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -157,7 +157,7 @@ def test_deploy_aws_master_autoscales_a_baked_agent_and_down_leaves_nothing(tmp_
     assert image_boot.is_file()
 
     # 2. The deployment's program, under the mocks, with that image.
-    port = free_port()
+    port = free_port_run(2)  # the master.yaml det deploy writes has proxy_port: port + 1
     opts = AwsOptions(cluster_id=CLUSTER, region=REGION, inbound_cidr="203.0.113.0/24", agent_image_id=image_id,
                       master_port=port, max_dynamic_agents=1, gpu_agent_instance_types=(AGENT_TYPE,),
                       master_instance_type="t3.small", db="local")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -30,6 +31,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports, for a server that takes ``port`` and ``port + 1``
+    (the master's proxy, a rank's second port). Below the kernel's ephemeral range (32768-60999 on
+    Linux), where no outgoing connection can take ``port + 1`` between this check and the bind, as
+    happened under load with ``free_port() + 1``."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 32_768 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no run of {count} free ports found below 32768")
 
 
 @contextmanager

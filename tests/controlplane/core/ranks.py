@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.cluster import free_port
+from tests.support.cluster import free_port_run
 
 SECRET = "test-allocation-token"
 
@@ -58,7 +58,7 @@ def run_ranks(fn: Callable, size: int, *args: Any, local_size: int | None = None
               build: bool = True, timeout: float = 120) -> list:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port()
+    port = free_port_run(2)  # DET_DIST_PORTS: port and port + 1
     procs = [ctx.Process(target=_main, args=(fn, rank, size, local_size or size, port, args, env or {}, results,
                                              build), daemon=True)
              for rank in range(size)]
