@@ -190,7 +190,10 @@ def build_runtime(settings: MasterSettings) -> MasterRuntime:
     rt.orchestrator = Orchestrator(rt)
     from controlplane.master.autoscaling import service as autoscaling
 
-    rt.autoscaler = autoscaling.build(rt)
+    # The parts meet here only: each gets what it needs of another as a callback.
+    rt.autoscaler = autoscaling.build(rt, on_instance_gone=rt.orchestrator.instance_gone)
+    if rt.autoscaler is not None:
+        rt.orchestrator.on_unplaced = rt.autoscaler.wake
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
 
     rt.checkpoint_gc = CheckpointGcLoop(rt)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
@@ -36,7 +36,7 @@ from controlplane.autoscaler.model import ErrorKind
 from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Instance, StateTransition
 from controlplane.master.orchestration import gang
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.state import allocation as A
 from controlplane.state import instance as INSTANCE
 from controlplane.state.instance import InstanceState
@@ -48,9 +48,13 @@ ERROR_KINDS: dict[str, ErrorKind] = {"no_capacity": "no_capacity", "quota_exceed
                "invalid_config": "invalid_config", "fatal": "fatal"}
 
 
+async def _nothing_to_requeue(_instance_id: str, _reason: str) -> None:
+    return None
+
+
 @dataclass
 class PoolAutoscaler:
-    rt: MasterRuntime
+    rt: RuntimeCore
     scaling: PoolScaling
     provisioner: Provisioner
     provider: str
@@ -65,6 +69,8 @@ class PoolAutoscaler:
     last_decision: Decision | None = None
     last_errors: list[str] = field(default_factory=list)
     last_tick_at: float = 0.0
+    # an instance that vanished: its agent's work is re-queued now (the orchestrator's instance_gone)
+    on_instance_gone: Callable[[str, str], Awaitable[None]] = _nothing_to_requeue
 
     @property
     def pool(self) -> str:
@@ -98,8 +104,7 @@ class PoolAutoscaler:
         for iid, reason in vanished:  # before reading demand, so their re-queued work counts now
             self.idle_since.pop(iid, None)
             self.agent_seen_at.pop(iid, None)
-            if self.rt.orchestrator is not None:
-                await self.rt.orchestrator.instance_gone(iid, reason)
+            await self.on_instance_gone(iid, reason)
         # Demand and busy agents come from ONE statement: PostgreSQL (read committed) gives each
         # statement its own snapshot, so two queries could see an allocation both pending and,
         # placed by the orchestrator in between, busy on its agent: counted twice, it would make

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from controlplane.autoscaler import PoolScaling
 from controlplane.common.aio import wait_for_wake
@@ -12,12 +12,13 @@ from controlplane.config import fields as f
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
 from controlplane.master.db import outage
 from controlplane.master.pools import PoolConfig
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.settings import parse_duration
 from provisioners.base import Provisioner
 
 log = logging.getLogger("controlplane.autoscaler")
 MIN_TICK_GAP_S = 1.0  # a wake-up for new demand never makes the cloud be listed more often than this
+InstanceGone = Callable[[str, str], Awaitable[None]]  # (instance id, why) -> its work re-queued
 
 
 def scaling_of(pool: PoolConfig) -> PoolScaling:
@@ -38,7 +39,7 @@ def scaling_of(pool: PoolConfig) -> PoolScaling:
     )
 
 
-def local_agent_command(rt: MasterRuntime) -> Callable[[str, str], list[str]]:
+def local_agent_command(rt: RuntimeCore) -> Callable[[str, str], list[str]]:
     """How the `local` provider starts an agent: this venv's det-agent, the instance id as its id."""
     import sys
     from pathlib import Path
@@ -60,7 +61,9 @@ def local_agent_command(rt: MasterRuntime) -> Callable[[str, str], list[str]]:
     return command
 
 
-def build(rt: MasterRuntime) -> AutoscalerService | None:
+def build(rt: RuntimeCore, on_instance_gone: InstanceGone) -> AutoscalerService | None:
+    """The autoscaler of the pools that have a provider (None when none has); ``on_instance_gone``
+    re-queues the work of an instance that vanished (the orchestrator's ``instance_gone``)."""
     if not any(p.provider for p in rt.settings.pools):
         return None
     from agent_image.boot.render import render_boot_script
@@ -77,12 +80,13 @@ def build(rt: MasterRuntime) -> AutoscalerService | None:
 
     return AutoscalerService(rt, lambda pool: provisioner_for(pool, local_command=command,
                                                                overrides=rt.settings.provisioner_overrides),
-                             boot, tick_s=rt.settings.autoscaler_tick_s)
+                             boot, tick_s=rt.settings.autoscaler_tick_s, on_instance_gone=on_instance_gone)
 
 
 class AutoscalerService:
-    def __init__(self, rt: MasterRuntime, provisioner_for: Callable[[PoolConfig], Provisioner],
-                 boot_script: Callable[[str], str], tick_s: float = 5.0) -> None:
+    def __init__(self, rt: RuntimeCore, provisioner_for: Callable[[PoolConfig], Provisioner],
+                 boot_script: Callable[[str], str], tick_s: float = 5.0,
+                 on_instance_gone: InstanceGone | None = None) -> None:
         self.rt = rt
         self.tick_s = tick_s
         self.pools: dict[str, PoolAutoscaler] = {}
@@ -92,6 +96,8 @@ class AutoscalerService:
             self.pools[pool.name] = PoolAutoscaler(
                 rt=rt, scaling=scaling_of(pool), provisioner=provisioner_for(pool), provider=pool.provider["type"],
                 boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}))
+            if on_instance_gone is not None:
+                self.pools[pool.name].on_instance_gone = on_instance_gone
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from controlplane.master.db import outage
 from controlplane.master.db.models import Experiment
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.services import checkpoint_gc as gc
 
 log = logging.getLogger("controlplane.checkpoint_gc")
@@ -22,7 +22,7 @@ RETRY_BASE_S, RETRY_CAP_S = 5.0, 300.0  # failed deletions: 5 s doubling, capped
 
 
 class CheckpointGcLoop:
-    def __init__(self, rt: MasterRuntime) -> None:
+    def __init__(self, rt: RuntimeCore) -> None:
         self.rt = rt
         self._collected: set[int] = set()
         self._since: datetime | None = None  # end_time watermark: older experiments are collected

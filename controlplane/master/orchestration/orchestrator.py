@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -32,7 +33,7 @@ from controlplane.master.orchestration import (
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler import planner
 from controlplane.searchers.base import Create, Shutdown, Stop
 from controlplane.state import allocation as A
@@ -63,8 +64,10 @@ def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None
 
 
 class Orchestrator:
-    def __init__(self, rt: MasterRuntime) -> None:
+    def __init__(self, rt: RuntimeCore, on_unplaced: Callable[[], None] = lambda: None) -> None:
         self.rt = rt
+        # new work no agent can take: the autoscaler plans now (wired by app.build_runtime)
+        self.on_unplaced = on_unplaced
         self.lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -133,7 +136,7 @@ class Orchestrator:
 
     # ---- transactions and outgoing messages -------------------------------------------------
 
-    def _send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None:
+    def send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None:
         self._outgoing.append((agent_id, msg))
 
     def _notify_after_commit(self, key: object) -> None:
@@ -295,7 +298,7 @@ class Orchestrator:
             if not gang.all_exited(alloc):
                 if msg.exit_code != 0:  # one rank failed: the gang stops together
                     why = f" ({msg.reason})" if msg.reason else ""
-                    self._kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}{why}")
+                    self.kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}{why}")
                 return
             await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc),
                                          gang.gang_exit_reason(alloc) or msg.reason, agent_lost=False)
@@ -417,11 +420,11 @@ class Orchestrator:
             lifecycle.finish_trial(session, trial, T.CANCELED, reason)
             return
         move(session, trial, T.STOPPING_KILLED, reason)
-        self._kill_allocation(alloc, reason)
+        self.kill_allocation(alloc, reason)
 
-    def _kill_allocation(self, alloc: Allocation, reason: str) -> None:
+    def kill_allocation(self, alloc: Allocation, reason: str) -> None:
         for agent_id in gang.live_agents(alloc):
-            self._send_after_commit(agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
+            self.send_after_commit(agent_id, wire.KillTask(alloc.id, self.rt.settings.kill_grace_s))
         log.info("killing %s: %s", alloc.id, reason)
 
     def request_preemption(self, alloc: Allocation, reason: str) -> None:
@@ -552,7 +555,7 @@ class Orchestrator:
 
     async def _allocation_lost(self, session: AsyncSession, alloc: Allocation, reason: str) -> None:
         """An agent of the gang is gone: stop the other ranks and re-queue without a restart."""
-        self._kill_allocation(alloc, reason)
+        self.kill_allocation(alloc, reason)
         await self._allocation_ended(session, alloc, None, reason, agent_lost=True)
 
     async def _enforce_preemption_timeouts(self, session: AsyncSession) -> None:
@@ -564,15 +567,15 @@ class Orchestrator:
             log.warning("allocation %s ignored its preemption signal: killing it", alloc.id)
             alloc.preempt_requested_at = utcnow()  # do not resend every tick
             alloc.killed_for_preemption = True
-            self._kill_allocation(alloc, "preemption timeout")
+            self.kill_allocation(alloc, "preemption timeout")
 
     def _wake_autoscaler_for_new_demand(self, unplaced: set[str]) -> None:
         """Work that could not be placed and was not there at the last pass: the autoscaler
         plans now rather than at its next tick, so a launch waits on nothing but the boot."""
         fresh = unplaced - self._unplaced
         self._unplaced = unplaced
-        if fresh and self.rt.autoscaler is not None:
-            self.rt.autoscaler.wake()
+        if fresh:
+            self.on_unplaced()
 
     async def _schedule(self, session: AsyncSession) -> None:
         snap = await snapshot.take(session, self.rt)
@@ -621,4 +624,4 @@ class Orchestrator:
                 msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
                 conn = self.rt.hub.connections.get(agent_id)
                 msg.environment = image.for_slot_type(conn.slot_type if conn else "cpu")
-                self._send_after_commit(agent_id, msg)
+                self.send_after_commit(agent_id, msg)

@@ -14,7 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,6 +24,7 @@ from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import Allocation, PaiJob, User
 from controlplane.master.orchestration import gang, lifecycle, rendezvous
 from controlplane.master.orchestration.transitions import move, record_initial
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.services import task_proxy
 from controlplane.master.services.auth import token_hash
 from controlplane.pai import completion, env, ports
@@ -33,10 +34,17 @@ from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 from controlplane.wire import agent_protocol as wire
 
-if TYPE_CHECKING:
-    from controlplane.master.orchestration.orchestrator import Orchestrator
-
 log = logging.getLogger("controlplane.orchestrator.pai")
+
+
+class Orchestrator(Protocol):
+    """What a job's placement needs of the orchestrator whose transaction it runs in."""
+
+    rt: RuntimeCore
+
+    def send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None: ...
+
+    def kill_allocation(self, alloc: Allocation, reason: str) -> None: ...
 
 GROUP_PREFIX = "pai-job:"
 # Serves the job's SSH and names its tasks for OpenSSH's client, then runs the command with bash.
@@ -155,7 +163,7 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         if job.kind == "pai":  # a role's memoryMB is its tasks' limit (commands and shells have none)
             task_env[MEMORY_LIMIT_ENV] = str(spec.role(role).memory_mb)
         command = spec.role(role).command
-        orch._send_after_commit(agent_id, wire.StartTask(
+        orch.send_after_commit(agent_id, wire.StartTask(
             allocation_id=alloc.id, task_id=alloc.task_id, task_type=TASK_TYPE, entrypoint=[*WRAPPER, command],
             ssh_key=job.ssh_key, ssh_host_key=job.ssh_host_key,
             read_only_paths=[pai_spec.code_dir_name(spec.code_dir)] if spec.code_dir and job.kind == "pai" else [],
@@ -212,7 +220,7 @@ def _stop_live(orch: Orchestrator, session: AsyncSession, rows: Sequence[Allocat
             lifecycle.end_allocation(session, row, reason)
         else:
             row.resources = [dict(r, stopped=True) for r in gang.resources_of(row)]
-            orch._kill_allocation(row, reason)
+            orch.kill_allocation(row, reason)
 
 
 def was_stopped(alloc: Allocation) -> bool:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import aware
 from controlplane.master.db.models import Agent, Allocation, Experiment, PaiJob, Trial
 from controlplane.master.orchestration import gang, pai_jobs
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler.environment import Image, image_of_config, slot_type_of
 from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
 from controlplane.state import allocation as A
@@ -70,7 +70,7 @@ def _holds(alloc: Allocation, used: dict[str, set[int]],
     return resources, zero_agent
 
 
-async def take(session: AsyncSession, rt: MasterRuntime) -> SchedulingSnapshot:
+async def take(session: AsyncSession, rt: RuntimeCore) -> SchedulingSnapshot:
     pools = {p.name: p.policy for p in rt.settings.pools}
     rows = (await session.execute(
         select(Allocation, Experiment).join(Trial, Trial.id == Allocation.trial_id)

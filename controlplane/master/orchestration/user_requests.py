@@ -115,7 +115,6 @@ async def continue_experiment(orch: Orchestrator, principal: Principal, exp_id: 
         exp.searcher_state = {**(exp.searcher_state or {}), "shutdown": False, "failure": False}
         await orch._apply_actions(session, exp, searcher, searcher.reopen([t.request_id for t in again]))
         await orch._maybe_finish(session, exp)
-    orch.rt.checkpoint_gc.reopened(exp_id)
     orch.wake()
 
 

@@ -25,7 +25,7 @@ from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, StateTransition, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import AuthedUser
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.services import checkpoint_files
 from controlplane.master.services.models import registered_checkpoint_uuids
 from controlplane.state import checkpoint as CK
@@ -43,7 +43,7 @@ class DrainReport:
     failed: dict[str, str] = field(default_factory=dict)  # uuid -> error
 
 
-def storage_of(rt: MasterRuntime, config: dict):
+def storage_of(rt: RuntimeCore, config: dict):
     from controlplane.storage import from_config
 
     return from_config(config or rt.settings.default_checkpoint_storage(), rt.settings.data_dir / "checkpoints")
@@ -55,7 +55,7 @@ def _mark(session, ckpt: Checkpoint, reason: str) -> None:
     ckpt.state, ckpt.delete_reason, ckpt.delete_error = DELETING, reason, ""
 
 
-async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
+async def collect_experiment(rt: RuntimeCore, exp_id: int) -> list[str]:
     """Mark the checkpoints of a finished experiment that its `save_*` policy does not keep, and
     remove what its tasks left in their shared_fs staging directories."""
     marked = await _mark_experiment(rt, exp_id)
@@ -73,7 +73,7 @@ async def collect_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
     return marked
 
 
-async def _mark_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
+async def _mark_experiment(rt: RuntimeCore, exp_id: int) -> list[str]:
     async with rt.sessions.begin() as session:
         exp = await session.get(Experiment, exp_id)
         if exp is None or exp.state not in TERMINAL_EXPERIMENT:
@@ -111,7 +111,7 @@ async def _mark_experiment(rt: MasterRuntime, exp_id: int) -> list[str]:
     return marked
 
 
-async def request_deletion(rt: MasterRuntime, uuids: list[str], user: AuthedUser) -> list[str]:
+async def request_deletion(rt: RuntimeCore, uuids: list[str], user: AuthedUser) -> list[str]:
     """`det checkpoint rm`: mark the named checkpoints, or refuse them all with the reason.
 
     Refused: unknown uuids, checkpoints of experiments the user does not own (unless an admin),
@@ -169,7 +169,7 @@ async def mark_experiment(session, exp_id: int, reason: str) -> list[str]:
     return [c.uuid for c in rows]
 
 
-async def drain(rt: MasterRuntime, only: set[str] | None = None) -> DrainReport:
+async def drain(rt: RuntimeCore, only: set[str] | None = None) -> DrainReport:
     """Delete the files of every marked checkpoint (or of `only`), then record each as deleted."""
     report = DrainReport()
     async with rt.sessions() as session:
@@ -201,5 +201,5 @@ async def drain(rt: MasterRuntime, only: set[str] | None = None) -> DrainReport:
     return report
 
 
-def _delete_files(rt: MasterRuntime, storage_config: dict, uuid: str) -> None:
+def _delete_files(rt: RuntimeCore, storage_config: dict, uuid: str) -> None:
     storage_of(rt, storage_config).delete(uuid)  # every store raises unless all its files are gone

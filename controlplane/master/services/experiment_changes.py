@@ -127,6 +127,7 @@ async def continue_experiment(rt: MasterRuntime, user: AuthedUser, data: Continu
     user_requests.check_continuable(exp)
     config = await anyio.to_thread.run_sync(_continued_config, rt, exp, data.override_config)
     await user_requests.continue_experiment(rt.orchestrator, user, data.id, config, user.username)
+    rt.checkpoint_gc.reopened(data.id)  # collect it again when it ends again
 
 
 async def delete_experiment(rt: MasterRuntime, user: AuthedUser, exp_id: int) -> str:

@@ -26,7 +26,6 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import msgspec
 from sqlalchemy import DateTime, bindparam, text
@@ -39,15 +38,24 @@ from controlplane.master.principals import TaskPrincipal
 from controlplane.master.services import fencing
 from controlplane.state import allocation as A
 
-if TYPE_CHECKING:
-    from controlplane.master.services.metrics import Report
-
 log = logging.getLogger(__name__)
 
 MAX_GROUP_BATCHES = 64  # requests per transaction
 MAX_GROUP_ROWS = 20_000  # rows per transaction (a single bigger batch still goes alone)
 PG_WRITERS = 4
 SQLITE_WRITERS = 1
+
+
+@dataclass(slots=True)
+class Report:
+    """One metrics report as stored (a group, a step, its values)."""
+
+    group: str
+    steps_completed: int
+    trial_run_id: int | None
+    report_time: datetime | None
+    avg_metrics: dict
+    batch_metrics: list | None
 
 
 @dataclass(slots=True)

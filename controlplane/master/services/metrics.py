@@ -15,7 +15,6 @@ within one group, each page an indexed range read.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -31,7 +30,7 @@ from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import fencing
-from controlplane.master.services.metric_writer import RowsFor, TrialUpdate, insert_rows
+from controlplane.master.services.metric_writer import Report, RowsFor, TrialUpdate, insert_rows
 from controlplane.master.services.paging import (
     MAX_INT64,
     Pagination,
@@ -94,16 +93,6 @@ class TrainingMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
 
 class ValidationMetricsRequest(msgspec.Struct, rename="camel", kw_only=True):
     validation_metrics: TrialMetrics
-
-
-@dataclass(slots=True)
-class Report:
-    group: str
-    steps_completed: int
-    trial_run_id: int | None
-    report_time: datetime | None
-    avg_metrics: dict
-    batch_metrics: list | None
 
 
 def _depth_ok(value: Any, depth: int) -> bool:

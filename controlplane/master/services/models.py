@@ -27,7 +27,7 @@ from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Checkpoint, Experiment, Metric, ModelVersion, RegisteredModel, User
 from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.principals import AuthedUser, Principal
-from controlplane.master.runtime import MasterRuntime
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.services.fields import MAX_ID, CheckpointUuid, Id, Labels, Name, Text, plain_json
 from controlplane.state import checkpoint as CK
 
@@ -244,7 +244,7 @@ async def _find_version(session: AsyncSession, model: RegisteredModel, number: i
 
 
 # ---- models ---------------------------------------------------------------------------------
-async def create_model(rt: MasterRuntime, user: AuthedUser, data: PostModelRequest) -> ModelView:
+async def create_model(rt: RuntimeCore, user: AuthedUser, data: PostModelRequest) -> ModelView:
     name = _model_name(data.name)
     metadata = _metadata(data.metadata, "metadata") or {}
     _check_workspace(data.workspace_name, data.workspace_id)
@@ -263,12 +263,12 @@ async def create_model(rt: MasterRuntime, user: AuthedUser, data: PostModelReque
     return ModelView(model, user.username, 0)
 
 
-async def get_model(rt: MasterRuntime, ident: str) -> ModelView:
+async def get_model(rt: RuntimeCore, ident: str) -> ModelView:
     async with rt.sessions() as session:
         return await _model_view(session, await _find_model(session, ident))
 
 
-async def list_models(rt: MasterRuntime, flt: ModelFilter, sort_by: str | None,
+async def list_models(rt: RuntimeCore, flt: ModelFilter, sort_by: str | None,
                       order_by: str | None) -> list[ModelView]:
     """Every model matching ``flt``, sorted (ties by id); the caller pages."""
     sort_key = MODEL_SORTS.get(sort_by or "SORT_BY_UNSPECIFIED")
@@ -303,7 +303,7 @@ async def list_models(rt: MasterRuntime, flt: ModelFilter, sort_by: str | None,
     return views
 
 
-async def patch_model(rt: MasterRuntime, principal: Principal, ident: str, data: PatchModel) -> ModelView:
+async def patch_model(rt: RuntimeCore, principal: Principal, ident: str, data: PatchModel) -> ModelView:
     """Fields present (and not null) in the body are set; the others are left as they are."""
     new_name = _model_name(data.name) if data.name is not None else None
     metadata = _metadata(data.metadata, "metadata")
@@ -327,7 +327,7 @@ async def patch_model(rt: MasterRuntime, principal: Principal, ident: str, data:
         raise Conflict(f"name: a model named {new_name!r} already exists") from None
 
 
-async def delete_model(rt: MasterRuntime, principal: Principal, ident: str) -> None:
+async def delete_model(rt: RuntimeCore, principal: Principal, ident: str) -> None:
     """The model and all its versions; the checkpoints stay (and become collectable again)."""
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
@@ -337,7 +337,7 @@ async def delete_model(rt: MasterRuntime, principal: Principal, ident: str) -> N
 
 
 # ---- versions -------------------------------------------------------------------------------
-async def register_version(rt: MasterRuntime, user: AuthedUser, ident: str,
+async def register_version(rt: RuntimeCore, user: AuthedUser, ident: str,
                            data: PostModelVersionRequest) -> VersionView:
     ckpt_uuid = data.checkpoint_uuid
     model_name = data.model_name
@@ -371,7 +371,7 @@ async def register_version(rt: MasterRuntime, user: AuthedUser, ident: str,
         return (await _version_views(session, mview, [version]))[0]
 
 
-async def list_versions(rt: MasterRuntime, ident: str, sort_by: str | None,
+async def list_versions(rt: RuntimeCore, ident: str, sort_by: str | None,
                         order_by: str | None) -> tuple[ModelView, list[VersionView]]:
     sort_key = VERSION_SORTS.get(sort_by or "SORT_BY_UNSPECIFIED")
     if sort_key is None:
@@ -386,14 +386,14 @@ async def list_versions(rt: MasterRuntime, ident: str, sort_by: str | None,
     return mview, sorted(views, key=sort_key, reverse=descending)
 
 
-async def get_version(rt: MasterRuntime, ident: str, number: int) -> VersionView:
+async def get_version(rt: RuntimeCore, ident: str, number: int) -> VersionView:
     async with rt.sessions() as session:
         model = await _find_model(session, ident)
         version = await _find_version(session, model, number)
         return (await _version_views(session, await _model_view(session, model), [version]))[0]
 
 
-async def patch_version(rt: MasterRuntime, principal: Principal, ident: str, number: int,
+async def patch_version(rt: RuntimeCore, principal: Principal, ident: str, number: int,
                         data: PatchModelVersion) -> VersionView:
     if data.checkpoint is not None:
         raise BadRequest("checkpoint: a version's checkpoint cannot be changed; register a new version instead")
@@ -411,7 +411,7 @@ async def patch_version(rt: MasterRuntime, principal: Principal, ident: str, num
         return (await _version_views(session, await _model_view(session, model), [version]))[0]
 
 
-async def delete_version(rt: MasterRuntime, principal: Principal, ident: str, number: int) -> None:
+async def delete_version(rt: RuntimeCore, principal: Principal, ident: str, number: int) -> None:
     async with rt.sessions.begin() as session:
         model = await _find_model(session, ident, lock=True)
         _require_model_owner(principal, model)

@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.master.errors import NotFound
 
 if TYPE_CHECKING:
-    from controlplane.master.runtime import MasterRuntime
+    from controlplane.master.runtime_core import RuntimeCore
 
 SECRET_ENV = "DET_TASK_PROXY_SECRET"  # a served task's secret, in its environment
 SECRET_HEADER = "Authorization"  # how the proxy hands it to the task: "token <secret>" (Jupyter's own form)
@@ -100,7 +100,7 @@ def resolvers() -> tuple[Resolver, ...]:
     return tuple(_RESOLVERS)
 
 
-async def resolve(rt: MasterRuntime, task_id: str) -> ProxyTarget:
+async def resolve(rt: RuntimeCore, task_id: str) -> ProxyTarget:
     """The target of ``task_id``, from the first resolver that knows it; NotFound naming it else."""
     async with rt.sessions() as session:
         for fn in tuple(_RESOLVERS):
