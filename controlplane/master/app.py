@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
 from controlplane.common.timeutil import utcnow
+from controlplane.master import browser_session as web_session
 from controlplane.master.api import docs, routes, task_proxy
 from controlplane.master.api.auth_guard import authorize_route
 from controlplane.master.db import outage
@@ -30,7 +31,6 @@ from controlplane.master.services.workspaces import own_defaults
 from controlplane.master.settings import MasterSettings
 from controlplane.master.stream_slots import count_requests
 from controlplane.master.webui import routes as webui_routes
-from controlplane.master.webui import session as web_session
 from controlplane.state.machine import IllegalTransition
 from controlplane.version import __version__
 
@@ -177,7 +177,7 @@ def _quiet_sql_loggers() -> None:
 
 def build_runtime(settings: MasterSettings) -> MasterRuntime:
     """Everything the master runs (database engine, orchestrator, autoscaler, loops), not started."""
-    from controlplane.master.orchestration.hub import AgentHub
+    from controlplane.master.agent_hub import AgentHub
     from controlplane.master.orchestration.orchestrator import Orchestrator
 
     engine = make_engine(settings.resolved_db_url())

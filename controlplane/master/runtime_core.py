@@ -19,8 +19,8 @@ from controlplane.master.settings import MasterSettings
 from controlplane.master.stream_slots import StreamSlots
 
 if TYPE_CHECKING:
+    from controlplane.master.agent_hub import AgentHub
     from controlplane.master.log_ring import LogRing
-    from controlplane.master.orchestration.hub import AgentHub
 
 
 class Notifier:

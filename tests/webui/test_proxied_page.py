@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from controlplane.master.services import task_proxy
+from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.serving import Listeners
 from controlplane.master.settings import MasterSettings
 from tests.support.cluster import login

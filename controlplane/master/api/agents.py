@@ -21,6 +21,8 @@ from litestar.params import Parameter, QueryParameter
 from sqlalchemy import func, select
 
 from controlplane.common.timeutil import iso
+from controlplane.master.agent_hub import AgentConnection
+from controlplane.master.agent_inbox import AgentInbox, RecordDisconnect, RecordRegistration
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.api.paging_params import Limit, Offset
 from controlplane.master.authz import Action, opt
@@ -28,8 +30,6 @@ from controlplane.master.db import outage
 from controlplane.master.db.models import Agent, Allocation
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import gang
-from controlplane.master.orchestration.agent_inbox import AgentInbox, RecordDisconnect, RecordRegistration
-from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.services import logs as log_service
 from controlplane.master.services.paging import Pagination, page_size, pagination
 from controlplane.state import allocation as A

@@ -17,14 +17,14 @@ from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select
 
+from controlplane.master import browser_session as webui_session
 from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
 from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import token_hash, user_for_token
-from controlplane.master.services.token_cache import TASK_TOKENS, USER_TOKENS
-from controlplane.master.webui import session as webui_session
+from controlplane.master.services.auth import user_for_token
+from controlplane.master.token_cache import TASK_TOKENS, USER_TOKENS, token_hash
 from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"

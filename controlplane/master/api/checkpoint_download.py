@@ -20,8 +20,8 @@ from litestar.response import File
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.params import CheckpointUuid
 from controlplane.master.authz import Action, opt
+from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.errors import ApiError, Conflict, NotFound
-from controlplane.master.services import checkpoint_gc as gc
 from controlplane.master.services import checkpoints as svc
 
 

@@ -25,7 +25,7 @@ from controlplane.master.api.params import (
 )
 from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.authz import Action, opt
-from controlplane.master.services import checkpoint_gc as gc
+from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.services import checkpoints as svc
 
 SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"

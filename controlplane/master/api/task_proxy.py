@@ -60,13 +60,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Subprotocol
 
+from controlplane.master import browser_session as webui_session
+from controlplane.master import proxy_sessions as svc
 from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of, user_for
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import task_proxy as svc
-from controlplane.master.webui import session as webui_session
 
 log = logging.getLogger("controlplane.master.task_proxy")
 

@@ -17,7 +17,7 @@ from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
 from controlplane.master.services import auth, tokens
 from controlplane.master.services import users as svc
-from controlplane.master.services.token_cache import USER_TOKENS
+from controlplane.master.token_cache import USER_TOKENS, token_hash
 
 UserId = Annotated[int, Parameter(ge=1, le=2**31 - 1, description="the user's id")]
 
@@ -46,7 +46,7 @@ async def logout(request: Request) -> dict[str, Any]:
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
-        USER_TOKENS.drop(auth.token_hash(token))
+        USER_TOKENS.drop(token_hash(token))
     return {}
 
 

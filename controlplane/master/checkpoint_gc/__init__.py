@@ -1,2 +1,2 @@
 """The master's checkpoint GC loop; the deciding and deleting live in
-`controlplane.checkpoint_gc` (policy) and `controlplane.master.services.checkpoint_gc`."""
+`controlplane.checkpoint_gc` (policy) and `controlplane.master.checkpoint_gc.collect`."""

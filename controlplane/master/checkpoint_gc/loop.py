@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.db import outage
 from controlplane.master.db.models import Experiment
 from controlplane.master.runtime_core import RuntimeCore
-from controlplane.master.services import checkpoint_gc as gc
 
 log = logging.getLogger("controlplane.checkpoint_gc")
 SCAN_S = 2.0  # how often ended experiments are looked for

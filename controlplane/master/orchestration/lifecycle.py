@@ -11,8 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.master.orchestration.transitions import move, record_initial
-from controlplane.master.services.auth import token_hash
-from controlplane.master.services.token_cache import TASK_TOKENS
+from controlplane.master.token_cache import TASK_TOKENS, token_hash
 from controlplane.searchers.base import Create
 from controlplane.state import allocation as A
 from controlplane.state import trial as T

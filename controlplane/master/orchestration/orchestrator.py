@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
+from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.db import outage
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
 from controlplane.master.orchestration import (
@@ -31,7 +32,6 @@ from controlplane.master.orchestration import (
     snapshot,
 )
 from controlplane.master.orchestration.dispatch import start_message
-from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.orchestration.transitions import move
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler import planner

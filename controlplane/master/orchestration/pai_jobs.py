@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.timeutil import aware, utcnow
+from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.db.models import Allocation, PaiJob, User
 from controlplane.master.orchestration import gang, lifecycle, rendezvous
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.runtime_core import RuntimeCore
-from controlplane.master.services import task_proxy
-from controlplane.master.services.auth import token_hash
+from controlplane.master.token_cache import token_hash
 from controlplane.pai import completion, env, ports
 from controlplane.pai import spec as pai_spec
 from controlplane.scheduler.environment import Image

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 
 from controlplane.master.authz import Action, require_owner
+from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, StateTransition, TaskLog, Trial
 from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.orchestration import lifecycle, searcher_runtime
 from controlplane.master.orchestration.transitions import move
 from controlplane.master.principals import Principal
-from controlplane.master.services import checkpoint_gc as gc
 from controlplane.searchers.planned import PlannedSearcher
 from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E

@@ -23,7 +23,7 @@ from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import User, UserSession
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.principals import AuthedUser, Role
-from controlplane.master.services.token_cache import USER_TOKENS
+from controlplane.master.token_cache import USER_TOKENS, token_hash
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFETIME = timedelta(days=7)
@@ -58,10 +58,6 @@ def verify_password(client_value: str, stored: str) -> bool:
 
 # Checked against when the user does not exist or is inactive: same cost, never a match.
 _DUMMY_HASH = f"{'00' * 16}$"
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 async def ensure_default_users(session: AsyncSession) -> None:

@@ -15,11 +15,12 @@ import msgspec
 from sqlalchemy import select
 
 from controlplane.common.timeutil import utcnow
+from controlplane.master import checkpoint_files
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import checkpoint_files, fencing
+from controlplane.master.services import fencing
 from controlplane.master.services.fields import MAX_INT64, NO_NUL, CheckpointUuid, Id, NewCheckpointUuid, plain_json
 from controlplane.state import checkpoint as CK
 

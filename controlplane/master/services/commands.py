@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import iso, utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.limits import Limits, check_plain
+from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.authz import Action, allows, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Metric, PaiJob, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
@@ -37,7 +38,6 @@ from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import pai_jobs as pai_svc
-from controlplane.master.services import task_proxy
 from controlplane.master.services.experiment_requests import V1File
 from controlplane.master.settings import parse_duration
 from controlplane.state import allocation as A

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.errors import BadRequest
-from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.runtime import MasterRuntime
 from controlplane.scheduler.environment import DEFAULT, DEFAULT_IMAGE, FIELD, Image, image_of_config
 

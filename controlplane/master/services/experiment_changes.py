@@ -20,12 +20,12 @@ from controlplane.config.limits import Limits
 from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.authz import Action, require_owner
+from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.db.models import Experiment
 from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.orchestration import user_requests
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import checkpoint_gc as gc
 from controlplane.master.services.experiments import prepare
 from controlplane.master.services.fields import Id
 from controlplane.state import experiment as E

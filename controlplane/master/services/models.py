@@ -5,7 +5,7 @@ or by numeric id in the same path segment). Its versions are numbered 1, 2, 3, .
 they are registered; the number is taken under a lock on the model's row (``FOR UPDATE`` on
 PostgreSQL, the write lock taken at ``BEGIN IMMEDIATE`` on SQLite), so concurrent registrations
 never collide. Only a ``STATE_COMPLETED`` checkpoint can be registered, and a registered
-checkpoint is never garbage-collected: see ``registered_checkpoint_uuids``.
+checkpoint is never garbage-collected: see ``checkpoint_gc.collect.registered_checkpoint_uuids``.
 
 Changing a model, registering, changing or deleting its versions needs the model's owner or an
 admin (``authz.require_owner``). Request bodies are Determined's shapes, decoded at the edge.
@@ -128,20 +128,6 @@ class ModelFilter:
     user_ids: list[int] = dc_field(default_factory=list)
     workspace_names: list[str] = dc_field(default_factory=list)
     workspace_ids: list[int] = dc_field(default_factory=list)
-
-
-# ---- the helper for checkpoint garbage collection -------------------------------------------
-async def registered_checkpoint_uuids(session: AsyncSession) -> set[str]:
-    """Every checkpoint uuid that some model version refers to: these are never collected.
-
-    Call it inside the GC's own write transaction, after reading the candidate checkpoint rows
-    ``FOR UPDATE`` (``register_version`` locks its checkpoint row the same way, so on PostgreSQL
-    a registration racing the GC either lands first and is seen here, or waits and then finds
-    the checkpoint no longer STATE_COMPLETED; on SQLite write transactions are serial anyway).
-    The foreign key model_versions.checkpoint_uuid -> checkpoints.uuid (no ON DELETE) also
-    refuses to delete such a checkpoint's row.
-    """
-    return set((await session.scalars(select(ModelVersion.checkpoint_uuid).distinct())).all())
 
 
 # ---- input checks ---------------------------------------------------------------------------

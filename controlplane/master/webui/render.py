@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from litestar import Request, Response
 
+from controlplane.master import browser_session as web_session
 from controlplane.master.api.auth_guard import user_of
 from controlplane.master.authz import Action, allows
-from controlplane.master.webui import session as web_session
 
 if TYPE_CHECKING:
     import jinja2

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import yaml
 
+from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.app import start_runtime, stop_runtime
-from controlplane.master.orchestration.hub import AgentConnection
 from controlplane.master.settings import MasterSettings
 from controlplane.wire import agent_protocol as wire
 from tests.support.master_app import app_with_runtime, release

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.master.services.checkpoint_gc import drain
+from controlplane.master.checkpoint_gc.collect import drain
 from controlplane.storage import LocalDirectoryStorage, StorageUnavailable
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_metrics_api import report

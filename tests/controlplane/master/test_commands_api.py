@@ -81,8 +81,8 @@ async def test_a_notebook_runs_jupyterlab_under_its_proxy_path(api):
 async def test_a_notebook_or_tensorboard_nobody_uses_past_its_idle_timeout_is_stopped(api, monkeypatch, kind):
     import time
 
+    from controlplane.master import proxy_sessions as task_proxy
     from controlplane.master.orchestration import pai_jobs
-    from controlplane.master.services import task_proxy
 
     monkeypatch.setattr(pai_jobs, "IDLE_CHECK_S", 0.0)
     agent = FakeAgent(api.rt, slots=1)

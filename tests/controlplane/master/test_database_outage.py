@@ -13,9 +13,9 @@ import time
 import pytest
 from sqlalchemy import exc as sa_exc
 
+from controlplane.master.agent_inbox import AgentInbox
 from controlplane.master.db import outage
 from controlplane.master.db.engine import make_engine, make_sessionmaker
-from controlplane.master.orchestration.agent_inbox import AgentInbox
 from controlplane.wire import agent_protocol as wire
 from tests.support.cluster import free_port
 

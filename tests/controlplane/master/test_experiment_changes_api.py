@@ -222,7 +222,7 @@ async def test_delete_refuses_live_and_registered_work(api):
 
 
 async def test_delete_that_cannot_remove_files_is_delete_failed_and_can_be_retried(api, monkeypatch):
-    from controlplane.master.services import checkpoint_gc
+    from controlplane.master.checkpoint_gc import collect as checkpoint_gc
 
     exp_id, _, ckpt = await run_to_end(api)
 

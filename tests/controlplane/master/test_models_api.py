@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from controlplane.master.services.models import registered_checkpoint_uuids
+from controlplane.master.checkpoint_gc.collect import registered_checkpoint_uuids
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_metrics_api import report
 from tests.controlplane.master.test_trial_lifecycle import task_headers

@@ -18,8 +18,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
+from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.app import create_proxy_app
-from controlplane.master.services import task_proxy
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_task_proxy import served

@@ -28,10 +28,10 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin, Subprotocol
 
+from controlplane.master import browser_session as webui_session
+from controlplane.master import proxy_sessions as svc
 from controlplane.master.api import task_proxy as proxy_api
 from controlplane.master.app import create_proxy_app
-from controlplane.master.services import task_proxy as svc
-from controlplane.master.webui import session as webui_session
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 from tests.controlplane.master.test_ownership import add_user, login

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controlplane.master.principals import AuthedUser
-from controlplane.master.services.token_cache import _TTLCache
+from controlplane.master.token_cache import _TTLCache
 
 
 def test_a_dropped_token_is_not_cached_again_by_a_lookup_that_read_before_the_drop():

@@ -20,13 +20,13 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body
 from litestar.response import Redirect
 
+from controlplane.master import browser_session as web_session
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.services import auth
-from controlplane.master.services.token_cache import USER_TOKENS
+from controlplane.master.token_cache import USER_TOKENS, token_hash
 from controlplane.master.webui import render
-from controlplane.master.webui import session as web_session
 
 MAX_FIELD = 256
 
@@ -101,7 +101,7 @@ async def logout(request: Request,
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
-        USER_TOKENS.drop(auth.token_hash(token))
+        USER_TOKENS.drop(token_hash(token))
     return Redirect(web_session.LOGIN_PATH, status_code=303, cookies=[web_session.expired_cookie()])
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controlplane.master.orchestration.agent_inbox import AgentInbox
+from controlplane.master.agent_inbox import AgentInbox
 from controlplane.wire import agent_protocol as wire
 
 

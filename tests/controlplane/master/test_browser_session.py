@@ -8,7 +8,7 @@ import re
 
 import httpx
 
-from controlplane.master.webui import session as web_session
+from controlplane.master import browser_session as web_session
 
 
 @contextlib.asynccontextmanager

@@ -17,17 +17,25 @@ import logging
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.checkpoint_gc import CheckpointView, SavePolicy, doomed
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import utcnow
+from controlplane.master import checkpoint_files
 from controlplane.master.authz import Action, require_owner
-from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, StateTransition, Trial
+from controlplane.master.db.models import (
+    Allocation,
+    Checkpoint,
+    Experiment,
+    Metric,
+    ModelVersion,
+    StateTransition,
+    Trial,
+)
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime_core import RuntimeCore
-from controlplane.master.services import checkpoint_files
-from controlplane.master.services.models import registered_checkpoint_uuids
 from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
@@ -203,3 +211,16 @@ async def drain(rt: RuntimeCore, only: set[str] | None = None) -> DrainReport:
 
 def _delete_files(rt: RuntimeCore, storage_config: dict, uuid: str) -> None:
     storage_of(rt, storage_config).delete(uuid)  # every store raises unless all its files are gone
+
+
+async def registered_checkpoint_uuids(session: AsyncSession) -> set[str]:
+    """Every checkpoint uuid that some model version refers to: these are never collected.
+
+    Call it inside the GC's own write transaction, after reading the candidate checkpoint rows
+    ``FOR UPDATE`` (``register_version`` locks its checkpoint row the same way, so on PostgreSQL
+    a registration racing the GC either lands first and is seen here, or waits and then finds
+    the checkpoint no longer STATE_COMPLETED; on SQLite write transactions are serial anyway).
+    The foreign key model_versions.checkpoint_uuid -> checkpoints.uuid (no ON DELETE) also
+    refuses to delete such a checkpoint's row.
+    """
+    return set((await session.scalars(select(ModelVersion.checkpoint_uuid).distinct())).all())

@@ -12,11 +12,17 @@ next request reads the database again and sees the revocation.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
+
+
+def token_hash(token: str) -> str:
+    """What a token is stored and looked up as: never the token itself."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class _TTLCache(Generic[V]):
