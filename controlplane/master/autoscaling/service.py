@@ -7,9 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from controlplane.autoscaler import PoolScaling
-from controlplane.common.aio import wait_for_wake
 from controlplane.config import fields as f
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
+from controlplane.master.background import BackgroundLoop, note_failure
 from controlplane.master.db import outage
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime_core import RuntimeCore
@@ -98,37 +98,34 @@ class AutoscalerService:
                 boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}))
             if on_instance_gone is not None:
                 self.pools[pool.name].on_instance_gone = on_instance_gone
-        self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
+        # A tick every tick_s, or on new demand but at most every MIN_TICK_GAP_S (bounds cloud API calls).
+        self._loop = BackgroundLoop("autoscaler tick", self._tick_pools, log=log, interval_s=tick_s,
+                                    health=rt.db_health, run_first=True, min_gap_s=min(MIN_TICK_GAP_S, tick_s))
 
     def wake(self) -> None:
         """New unplaceable demand: tick now (at most every MIN_TICK_GAP_S) instead of at tick_s."""
-        self._wake.set()
+        self._loop.wake()
 
     async def start(self) -> None:
         if self.pools:
-            self._task = asyncio.create_task(self._loop(), name="autoscaler")
+            self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
 
-    async def _loop(self) -> None:
-        while True:
-            for scaler in list(self.pools.values()):
-                try:
-                    await scaler.tick()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # one pool's bad tick must not stop the others
-                    cause = outage.cause_of(exc)
-                    if cause is None:
-                        log.exception("autoscaler tick for pool %s failed", scaler.pool)
-                    else:  # logged once by db_health; the next tick retries
-                        self.rt.db_health.failed(cause)
-            await asyncio.sleep(min(MIN_TICK_GAP_S, self.tick_s))  # bounds cloud API calls under a storm
-            await wait_for_wake(self._wake, self.tick_s - MIN_TICK_GAP_S)
+    async def _tick_pools(self) -> None:
+        """Each pool's tick; one pool's failure does not stop the others. An unreachable database
+        is raised after all have had their turn, for the loop to note once."""
+        unreachable: Exception | None = None
+        for scaler in list(self.pools.values()):
+            try:
+                await scaler.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one pool's bad tick must not stop the others
+                if outage.cause_of(exc) is not None:
+                    unreachable = unreachable or exc
+                else:
+                    note_failure(log, f"autoscaler tick for pool {scaler.pool}", exc, None)
+        if unreachable is not None:
+            raise unreachable

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
+from controlplane.master.background import BackgroundLoop
 from controlplane.master.checkpoint_gc import collect as gc
-from controlplane.master.db import outage
 from controlplane.master.db.models import Experiment
 from controlplane.master.runtime_core import RuntimeCore
 
@@ -31,7 +31,8 @@ class CheckpointGcLoop:
         # Whether marked rows may exist: at start (a previous master may have left some), after a
         # pass marks or fails, or when told. Draining only then spares a scan every pass.
         self._drain_due = True
-        self._task: asyncio.Task | None = None
+        self._loop = BackgroundLoop("checkpoint GC pass", self._pass, log=log, interval_s=SCAN_S,
+                                    health=rt.db_health, run_first=True)
 
     def deletions_pending(self) -> None:
         """Someone else left checkpoints marked for deletion (a `det checkpoint rm` whose files
@@ -43,15 +44,10 @@ class CheckpointGcLoop:
         self._collected.discard(exp_id)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="checkpoint-gc")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
 
     async def run_once(self, now: float) -> gc.DrainReport | None:
         """Collect newly ended experiments, then drain the marked checkpoints unless there are none
@@ -85,17 +81,5 @@ class CheckpointGcLoop:
             self._since = max([*ends, self._since] if self._since else ends)
         return sorted(i for i, _ in rows if i not in self._collected)
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await self.run_once(loop.time())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bad pass must not stop GC for good
-                cause = outage.cause_of(exc)
-                if cause is None:
-                    log.exception("checkpoint GC pass failed")
-                else:  # logged once by db_health; the next pass retries
-                    self.rt.db_health.failed(cause)
-            await asyncio.sleep(SCAN_S)
+    async def _pass(self) -> None:
+        await self.run_once(asyncio.get_running_loop().time())

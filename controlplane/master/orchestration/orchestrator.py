@@ -17,10 +17,9 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from controlplane.common.aio import wait_for_wake
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.agent_hub import AgentConnection
-from controlplane.master.db import outage
+from controlplane.master.background import BackgroundLoop
 from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
 from controlplane.master.orchestration import (
     gang,
@@ -69,9 +68,9 @@ class Orchestrator:
         # new work no agent can take: the autoscaler plans now (wired by app.build_runtime)
         self.on_unplaced = on_unplaced
         self.lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
-        self._stopping = False
+        # Ticks every TICK_S or when woken; while the database is unreachable, up to OUTAGE_BACKOFF_MAX_S apart.
+        self._loop = BackgroundLoop("orchestrator tick", self.tick, log=log, interval_s=TICK_S, health=rt.db_health,
+                                    backoff_max_s=OUTAGE_BACKOFF_MAX_S)
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
         self._wakeups: list[object] = []  # notifier keys, woken once the transaction has committed
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
@@ -90,41 +89,14 @@ class Orchestrator:
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
                 for agent_id in gang.agents_of(alloc):
                     self.rt.hub.away_since.setdefault(agent_id, now)
-        self._task = asyncio.create_task(self._loop(), name="orchestrator")
+        self._loop.start()
 
     async def stop(self) -> None:
-        self._stopping = True
         self.rt.hub.close_inboxes()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
 
     def wake(self) -> None:
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        backoff = 0.0  # while the database is unavailable: waits between ticks, up to OUTAGE_BACKOFF_MAX_S
-        while not self._stopping:
-            await wait_for_wake(self._wake, TICK_S)
-            if backoff:
-                await asyncio.sleep(backoff)
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # one bad tick must not stop the master
-                cause = outage.cause_of(exc)
-                if cause is None:
-                    log.exception("orchestrator tick failed")
-                else:  # logged once by db_health; the tick is retried when the database is back
-                    self.rt.db_health.failed(cause)
-                    backoff = min(OUTAGE_BACKOFF_MAX_S, max(TICK_S, backoff * 2))
-                continue
-            backoff = 0.0
-            self.rt.db_health.succeeded()
+        self._loop.wake()
 
     async def tick(self) -> None:
         async with self.transaction() as session:

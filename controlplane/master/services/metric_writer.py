@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action
+from controlplane.master.background import BackgroundLoop
 from controlplane.master.errors import ApiError, Conflict
 from controlplane.master.principals import TaskPrincipal
 from controlplane.master.services import fencing
@@ -191,8 +192,7 @@ class MetricWriter:
         self._writers = writers
         self._queue: deque[_Pending] = deque()
         self._busy_trials: set[int] = set()  # trials in a group being written
-        self._wake = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._loops: list[BackgroundLoop] = []  # the writers, started on the serving loop by the first write
 
     async def write(self, principal: TaskPrincipal, rows: RowsFor, update: TrialUpdate) -> None:
         """Returns once the batch is committed; raises why it was refused (404/403/409)."""
@@ -201,18 +201,17 @@ class MetricWriter:
         # not log an unretrieved exception.
         pending.done.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._queue.append(pending)
-        if not self._tasks or any(t.done() for t in self._tasks):  # started on the serving loop
-            self._tasks = [t for t in self._tasks if not t.done()]
-            self._tasks += [asyncio.create_task(self._run(), name="metric-writer")
-                            for _ in range(self._writers - len(self._tasks))]
-        self._wake.set()
+        if len(self._loops) < self._writers:
+            for _ in range(self._writers - len(self._loops)):
+                loop = BackgroundLoop("metric writer", self._write_group, log=log, interval_s=None, run_first=True)
+                loop.start()
+                self._loops.append(loop)
+        self._wake_writers()
         await asyncio.shield(pending.done)  # a client that hangs up does not abort the group
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*(loop.stop() for loop in self._loops))
+        self._loops = []
         while self._queue:
             pending = self._queue.popleft()
             if not pending.done.done():
@@ -240,18 +239,21 @@ class MetricWriter:
         self._busy_trials |= trials
         return group
 
-    async def _run(self) -> None:
-        while True:
-            group = self._take_group()
-            if not group:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            try:
-                await self._store(group)
-            finally:
-                self._busy_trials.difference_update(p.rows.trial_id for p in group)
-                self._wake.set()  # the queue may hold batches of those trials
+    def _wake_writers(self) -> None:
+        for loop in self._loops:
+            loop.wake()
+
+    async def _write_group(self) -> bool:
+        """One writer's step: store the next group; whether there was one (then it looks again at once)."""
+        group = self._take_group()
+        if not group:
+            return False
+        try:
+            await self._store(group)
+        finally:
+            self._busy_trials.difference_update(p.rows.trial_id for p in group)
+            self._wake_writers()  # the queue may hold batches of those trials
+        return True
 
     async def _store(self, group: list[_Pending]) -> None:
         try:
