@@ -78,7 +78,7 @@ def _gauss(*parts: object) -> float:
 class Curve:
     a: float
     c: float
-    key: tuple
+    key: tuple[Any, ...]
 
     def clean(self, t: float) -> float:
         return self.a + 2.0 * (1 + t / 32) ** -self.c
@@ -203,7 +203,7 @@ def experiment(name: str, a: argparse.Namespace, seed: int, mode: str = "standar
 def run_searcher(searcher: Searcher, cluster: Cluster, *, listens: bool) -> Outcome:
     stopping: set[str] = set()
 
-    def apply(actions: list) -> None:
+    def apply(actions: list[Any]) -> None:
         for action in actions:
             if isinstance(action, Create):
                 cluster.start(action.request_id)

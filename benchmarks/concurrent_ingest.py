@@ -185,7 +185,7 @@ def _batch_body(step0: int, batch: int, run_id: int) -> bytes:
     return msgspec.json.encode({"reports": reports})
 
 
-async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict) -> None:
+async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict[str, Any]) -> None:
     conn = HttpConn(w.host, w.port)
     headers = {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
     path = f"/api/v1/trials/{trial_id}/metrics/batch"
@@ -229,7 +229,7 @@ async def _ingest_one(w: Work, trial_id: int, token: str, run_id: int, out: dict
     await conn.close()
 
 
-async def _lister(w: Work, out: dict) -> None:
+async def _lister(w: Work, out: dict[str, Any]) -> None:
     conn = HttpConn(w.host, w.port)
     headers = {"Authorization": f"Bearer {w.user_token}"}
     measure_from = w.start_at + w.warmup_s
@@ -253,7 +253,7 @@ async def _lister(w: Work, out: dict) -> None:
         await asyncio.sleep(max(0.0, w.interval_s - (time.time() - t0)))
 
 
-async def _info_probe(w: Work, out: dict, stop: asyncio.Event | None = None) -> None:
+async def _info_probe(w: Work, out: dict[str, Any], stop: asyncio.Event | None = None) -> None:
     conn = HttpConn(w.host, w.port)
     deadline = w.start_at + w.duration_s
     while time.time() < deadline and not (stop and stop.is_set()):
@@ -267,7 +267,7 @@ async def _info_probe(w: Work, out: dict, stop: asyncio.Event | None = None) -> 
     await conn.close()
 
 
-async def _bigread(w: Work, out: dict) -> None:
+async def _bigread(w: Work, out: dict[str, Any]) -> None:
     conn = HttpConn(w.host, w.port)
     headers = {"Authorization": f"Bearer {w.user_token}"}
     base = f"/api/v1/trials/{w.big_trial}/metrics?group=bulk&limit=1000"
@@ -293,7 +293,7 @@ async def _bigread(w: Work, out: dict) -> None:
     await conn.close()
 
 
-async def _creator(w: Work, out: dict, stop: asyncio.Event) -> None:
+async def _creator(w: Work, out: dict[str, Any], stop: asyncio.Event) -> None:
     conn = HttpConn(w.host, w.port)
     headers = {"Authorization": f"Bearer {w.user_token}"}
     body = msgspec.json.encode({"config": w.config_text, "modelDefinition": MODEL_DEF})
@@ -309,14 +309,14 @@ async def _creator(w: Work, out: dict, stop: asyncio.Event) -> None:
     await conn.close()
 
 
-def _new_out() -> dict:
+def _new_out() -> dict[str, Any]:
     return {"lat": [], "rows": 0, "errors": 0, "first_error": "", "batches_all": 0, "elapsed_s": 0.0}
 
 
 def client_main(w: Work, q: Any, index: int = 0) -> None:
     _use_uvloop()
 
-    async def run() -> dict:
+    async def run() -> dict[str, Any]:
         out = _new_out()
         if w.role == "ingest":
             await asyncio.gather(*(_ingest_one(w, tid, tok, run, out) for tid, tok, run in w.trials))
@@ -342,7 +342,7 @@ def client_main(w: Work, q: Any, index: int = 0) -> None:
         q.put((index, {**_new_out(), "errors": 1, "first_error": f"client crashed: {type(e).__name__}: {e}"}))
 
 
-def run_clients(works: list[Work], timeout_s: float) -> list[dict]:
+def run_clients(works: list[Work], timeout_s: float) -> list[dict[str, Any]]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=client_main, args=(w, q, i), daemon=True) for i, w in enumerate(works)]
@@ -425,7 +425,7 @@ class RssSampler(threading.Thread):
             self.stop.wait(0.25)
 
 
-def experiment_config(n: int) -> dict:
+def experiment_config(n: int) -> dict[str, Any]:
     return {"name": f"ingest-{n}", "entrypoint": "python3 train.py",
             "hyperparameters": {"lr": {"type": "double", "minval": 0.0001, "maxval": 0.1}},
             "searcher": {"name": "random", "metric": "loss", "smaller_is_better": True, "max_trials": n,
@@ -615,7 +615,7 @@ def info_run(backend: str, db_url: str, master: MasterProcess, token: str, trial
 def _probe_until(w: Work, q: Any, stop_file: str) -> None:
     _use_uvloop()
 
-    async def run() -> dict:
+    async def run() -> dict[str, Any]:
         out = _new_out()
         stop = asyncio.Event()
 

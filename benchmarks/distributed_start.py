@@ -35,6 +35,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -201,7 +202,7 @@ def bare_torchrun_start(work: Path) -> float:
              for r in (0, 1)]
     seen: list[float] = []
 
-    def read(p: subprocess.Popen) -> None:  # each node's lines as they come (node 0 ends after node 1)
+    def read(p: subprocess.Popen[Any]) -> None:  # each node's lines as they come (node 0 ends after node 1)
         assert p.stdout is not None
         for line in p.stdout:  # two workers' lines may share one read: count every one
             seen.extend([time.monotonic() - t0] * line.count("first line"))

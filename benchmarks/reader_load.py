@@ -71,7 +71,7 @@ async def _status(reader: asyncio.StreamReader) -> int:
     return int(parts[1]) if len(parts) > 1 else 0
 
 
-async def _follower(port: int, path: str, token: str, out: dict, stop: float) -> None:
+async def _follower(port: int, path: str, token: str, out: dict[str, Any], stop: float) -> None:
     try:
         reader, writer = await _request(port, path, token)
         status = await _status(reader)
@@ -91,7 +91,7 @@ async def _follower(port: int, path: str, token: str, out: dict, stop: float) ->
         out["first_error"] = out["first_error"] or repr(e)
 
 
-async def _metric_reader(port: int, path: str, token: str, out: dict, stop: float) -> None:
+async def _metric_reader(port: int, path: str, token: str, out: dict[str, Any], stop: float) -> None:
     while time.time() < stop:
         try:
             reader, writer = await _request(port, path, token)
@@ -112,7 +112,7 @@ async def _metric_reader(port: int, path: str, token: str, out: dict, stop: floa
             await asyncio.sleep(0.5)
 
 
-async def _log_poster(port: int, token: str, batch: int, out: dict, stop: float) -> None:
+async def _log_poster(port: int, token: str, batch: int, out: dict[str, Any], stop: float) -> None:
     n = 0
     while time.time() < stop:
         body = json.dumps({"logs": [{"log": f"live line {n + i}"} for i in range(batch)]}).encode()
@@ -131,7 +131,7 @@ async def _log_poster(port: int, token: str, batch: int, out: dict, stop: float)
         await asyncio.sleep(0.5)
 
 
-def load_main(kind: str, port: int, work: dict, stop: float, q: Any) -> None:
+def load_main(kind: str, port: int, work: dict[str, Any], stop: float, q: Any) -> None:
     out: dict[str, Any] = {"status": {}, "posts": {}, "bytes": 0, "reads": 0, "ended": 0, "errors": 0,
                            "first_error": ""}
 

@@ -21,7 +21,8 @@ from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Run
 from controlplane.scheduler.planner import plan
 
 
-def scenario(n_pending: int, n_agents: int, seed: int = 7):
+def scenario(n_pending: int, n_agents: int,
+             seed: int = 7) -> tuple[list[Request], list[Running], list[AgentSnapshot]]:
     rng = random.Random(seed)
     agents, running = [], []
     for i in range(n_agents):
@@ -36,7 +37,8 @@ def scenario(n_pending: int, n_agents: int, seed: int = 7):
     return pending, running, agents
 
 
-def measure(kind: str, pending, running, agents, repeat: int) -> tuple[float, float, int, int]:
+def measure(kind: str, pending: list[Request], running: list[Running], agents: list[AgentSnapshot],
+            repeat: int) -> tuple[float, float, int, int]:
     """Median and p95 (nearest rank) pass time in ms, placements and preemptions per pass."""
     pools = {"default": PoolPolicy("default", scheduler=kind)}
     times, placed, preempted = [], 0, 0

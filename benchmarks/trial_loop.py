@@ -23,6 +23,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -33,7 +34,7 @@ from tests.support.cluster import AgentProcess, MasterProcess, login, wait_for
 SCRIPT = b"print('first line', flush=True)\n"
 
 
-def create(s: requests.Session, url: str, config: dict) -> int:
+def create(s: requests.Session, url: str, config: dict[str, Any]) -> int:
     files = [{"path": "start.py", "type": 48, "content": base64.b64encode(SCRIPT).decode(), "mtime": "0"}]
     r = s.post(f"{url}/api/v1/experiments", json={"config": yaml.safe_dump(config), "modelDefinition": files})
     r.raise_for_status()
@@ -41,7 +42,7 @@ def create(s: requests.Session, url: str, config: dict) -> int:
 
 
 def wait_done(s: requests.Session, url: str, exp_id: int, timeout: float = 600) -> None:
-    def done():
+    def done() -> str | None:
         state = s.get(f"{url}/api/v1/experiments/{exp_id}").json()["experiment"]["state"]
         return state if state in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED") else None
 

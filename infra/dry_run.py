@@ -87,7 +87,7 @@ def _recorder(region: str, project: str | None) -> Any:
             self.names: dict[str, str] = {}  # mock id -> resource name
             self._lock = threading.Lock()
 
-        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
             if not args.custom and not args.typ.startswith("pulumi:providers:"):
                 return None, {}  # a component: nothing of its own is created
             secrets: list[str] = []
@@ -100,7 +100,7 @@ def _recorder(region: str, project: str | None) -> Any:
                 self.names[resource_id] = args.name
             return resource_id, {**args.inputs, **outputs}
 
-        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
             return mock_call(args.token, dict(args.args), region=region, project=project), []
 
     return Recorder()

@@ -15,6 +15,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 # Determined's fixed ports, for a gang whose agent did not pass the master's.
 C10D_PORT = 29400
@@ -56,13 +57,13 @@ class Gang:
     def world_size(self) -> int:
         return sum(self.slot_counts)
 
-    def ssh_hosts(self) -> dict[str, dict]:
+    def ssh_hosts(self) -> dict[str, dict[str, Any]]:
         """Each container's SSH alias -> where it serves (launchers._ssh's hosts.json)."""
         return {f"det-container-{i}": {"addr": addr, "port": self.ssh_ports[i], "self": i == self.rank}
                 for i, addr in enumerate(self.addrs)}
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -65,7 +65,7 @@ def load_key(path: str | None) -> Any:
     return _import_asyncssh().read_private_key(path)
 
 
-def write_tool_dir(directory: Path, hosts: dict[str, dict], key_file: str | None) -> dict[str, str]:
+def write_tool_dir(directory: Path, hosts: dict[str, dict[str, Any]], key_file: str | None) -> dict[str, str]:
     """``hosts.json`` and the ``pdsh``/``ssh`` shims; the environment the tools need to use them."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "hosts.json").write_text(json.dumps({"hosts": hosts, "key_file": key_file}))
@@ -79,7 +79,7 @@ def write_tool_dir(directory: Path, hosts: dict[str, dict], key_file: str | None
     return {HOSTS_ENV: str(directory / "hosts.json"), "PATH": f"{bin_dir}{os.pathsep}{path}" if path else str(bin_dir)}
 
 
-def _hosts() -> tuple[dict[str, dict], str | None]:
+def _hosts() -> tuple[dict[str, dict[str, Any]], str | None]:
     path = os.environ.get(HOSTS_ENV)
     if not path:
         raise SystemExit(f"{HOSTS_ENV} is not set: this shim is meant to run under launchers.deepspeed/horovod")
@@ -190,7 +190,7 @@ def serve_for_chief(*, port: int, key_file: str | None, extra_env: dict[str, str
 
 
 # ---- the client (the chief) -----------------------------------------------------------------
-async def _run_remote(entry: dict, key_file: str | None, command: str) -> int:
+async def _run_remote(entry: dict[str, Any], key_file: str | None, command: str) -> int:
     asyncssh = _import_asyncssh()
     key = load_key(key_file)
     deadline = time.monotonic() + _wait_s()

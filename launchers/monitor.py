@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 GRACE_ENV = "DET_LAUNCHER_GRACE_S"
 DEFAULT_GRACE_S = 10.0
@@ -59,7 +60,7 @@ class Worker:
     argv: list[str]
     env: dict[str, str] | None = None  # the whole environment (None: the launcher's)
     name: str = ""
-    proc: subprocess.Popen | None = field(default=None, repr=False)
+    proc: subprocess.Popen[Any] | None = field(default=None, repr=False)
 
 
 def _die_with_parent() -> None:
@@ -69,7 +70,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):

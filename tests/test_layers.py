@@ -23,7 +23,7 @@ MASTER_LAYERS: list[set[str]] = [
     {"orchestration"},  # the one writer of states, and its helpers
     {"checkpoint_gc"},  # the checkpoint GC loop and what it collects
     # the ground every part stands on
-    {"runtime_core", "background", "agent_hub", "agent_inbox", "proxy_sessions", "token_cache", "checkpoint_files",
+    {"runtime_core", "background", "http_types", "agent_hub", "agent_inbox", "proxy_sessions", "token_cache", "checkpoint_files",
      "browser_session", "db", "settings", "pools", "authz", "errors", "principals", "redaction",
      "stream_slots", "log_ring", "file_modes"},
 ]

@@ -12,10 +12,14 @@ import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controlplane.wire.agent_protocol import DEFAULT_ENVIRONMENT
 
 from .disk_quota import parse_size
+
+if TYPE_CHECKING:
+    from .instance_metadata import InstanceMetadata
 
 DEFAULT_TASK_DISK_QUOTA = 50 << 30
 
@@ -162,7 +166,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
     )
 
 
-def metadata_for(cloud: str, metadata_url: str | None):
+def metadata_for(cloud: str, metadata_url: str | None) -> InstanceMetadata:
     from .instance_metadata import EC2_METADATA, GCE_METADATA, InstanceMetadata
 
     return InstanceMetadata(cloud, (metadata_url or (EC2_METADATA if cloud == "aws" else GCE_METADATA)).rstrip("/"))

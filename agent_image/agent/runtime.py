@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from .config import AgentConfig
 from .sandbox import Sandbox, SandboxUnavailable, find_bwrap
@@ -26,7 +27,7 @@ class RuntimeRefused(SystemExit):
     """The agent must not start: no usable sandbox and no explicit opt-out."""
 
 
-def hidden_paths(cfg: AgentConfig) -> tuple:
+def hidden_paths(cfg: AgentConfig) -> tuple[Any, ...]:
     """What tasks must not see: the agent's work dir, its join token file, the --hide paths."""
     paths = [cfg.work_dir, *cfg.hide]
     if cfg.join_token_file is not None:

@@ -46,6 +46,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 INFO_DIR = "/run/determined/info"
 WORKDIR = "/run/determined/workdir"
@@ -227,7 +228,8 @@ def block_sigterm() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
 
 
-def shared_fs_mounts(trial_info: dict | None, allocation_id: str, readable: Sequence[str] = ()) -> list[Mount]:
+def shared_fs_mounts(trial_info: dict[str, Any] | None, allocation_id: str,
+                     readable: Sequence[str] = ()) -> list[Mount]:
     """For an experiment with ``shared_fs`` checkpoint storage: its allocation's staging directory
     (``<host_path>/.staging/<allocation id>``) read-write at the container_path, where the task
     writes its checkpoints and the master publishes them from, and each checkpoint of ``readable``

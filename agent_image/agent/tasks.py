@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controlplane.wire.agent_protocol import (
     DEFAULT_ENVIRONMENT,
@@ -78,7 +79,7 @@ def _sandboxed_preexec() -> None:
 
 def remove_tree(path: Path) -> None:
     """Remove ``path`` even where the task took away its own write or search permissions."""
-    def fix(func, target, _exc) -> None:
+    def fix(func: Callable[..., Any], target: str, _exc: Any) -> None:
         parent = os.path.dirname(target)
         with contextlib.suppress(OSError):
             os.chmod(parent, 0o700)

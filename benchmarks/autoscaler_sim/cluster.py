@@ -17,7 +17,7 @@ import heapq
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from benchmarks.autoscaler_sim.workload import Job
 
@@ -81,7 +81,7 @@ class Cluster:
     instances: dict[str, Instance] = field(default_factory=dict)
     pending: list[Job] = field(default_factory=list)  # arrived, not placed; FIFO
     capacity_errors: int = 0
-    _events: list = field(default_factory=list)
+    _events: list[Any] = field(default_factory=list)
     _seq: int = 0
     _unplaced: set[int] = field(default_factory=set)  # job ids the last scheduler pass left pending
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmarks.autoscaler_sim.cluster import CapacityError, Cluster, Instance
 from controlplane.autoscaler import (
@@ -92,7 +93,7 @@ class PlannerPolicy:
             if not self._launch_all(d.launches, now, cluster):
                 break
 
-    def _launch_all(self, launches: list, now: float, cluster: Cluster) -> bool:
+    def _launch_all(self, launches: list[Any], now: float, cluster: Cluster) -> bool:
         """True when a launch hit a capacity error and the planner should be asked again."""
         for launch in launches:
             self._n += 1

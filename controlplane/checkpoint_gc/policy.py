@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class SavePolicy:
     smaller_is_better: bool = True
 
     @classmethod
-    def of(cls, config: dict) -> SavePolicy:
+    def of(cls, config: dict[str, Any]) -> SavePolicy:
         """From an experiment's stored config (`checkpoint_storage.save_*`, `searcher`)."""
         storage = config.get("checkpoint_storage") or {}
         searcher = config.get("searcher") or {}

@@ -10,6 +10,7 @@ environments it offers (what `environment.image` may name). `enable` is `POST /a
 from __future__ import annotations
 
 import argparse
+from typing import Any
 from urllib.parse import quote
 
 from controlplane.cli import render
@@ -19,9 +20,9 @@ PAGE = 1000
 MAX_PAGES = 10_000  # a master that keeps answering full pages cannot keep the CLI forever
 
 
-def _agents(args: argparse.Namespace) -> list[dict]:
+def _agents(args: argparse.Namespace) -> list[dict[str, Any]]:
     session = session_for(args)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for _ in range(MAX_PAGES):
         params = {"offset": len(out), "limit": PAGE, **({"all": "true"} if getattr(args, "all", False) else {})}
         body = session.get("/api/v1/agents", params)
@@ -64,7 +65,7 @@ def cmd_agent_disable(args: argparse.Namespace) -> int:
     return 0
 
 
-def slot_rows(agents: list[dict]) -> list[dict]:
+def slot_rows(agents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for a in agents:
         slots = a.get("slots") or {}
@@ -91,7 +92,7 @@ def cmd_slot_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("agent", aliases=["a"], help="agents of the cluster")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("list", aliases=["ls"], help="list agents")

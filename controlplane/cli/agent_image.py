@@ -109,7 +109,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the image's id, name and tags as JSON")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("agent-image", help="the agent image that cloud instances boot")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     bake = sub.add_parser("bake", help="build the agent image from a base image and print its id")

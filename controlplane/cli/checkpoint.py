@@ -23,21 +23,21 @@ from controlplane.cli.session import Session
 DOWNLOADABLE = ("STATE_COMPLETED", "STATE_PARTIALLY_DELETED")
 
 
-def _checkpoint(session: Session, uuid: str) -> dict:
+def _checkpoint(session: Session, uuid: str) -> dict[str, Any]:
     return session.get(f"/api/v1/checkpoints/{uuid}")["checkpoint"]
 
 
-def _size(c: dict) -> int:
+def _size(c: dict[str, Any]) -> int:
     return sum(int(v) for v in (c.get("resources") or {}).values())
 
 
-def _metric(c: dict) -> Any:
+def _metric(c: dict[str, Any]) -> Any:
     training = c.get("training") or {}
     name, _ = searcher_metric(training.get("experimentConfig") or {})
     return ((training.get("validationMetrics") or {}).get("avgMetrics") or {}).get(name)
 
 
-def _storage_words(storage: dict) -> str:
+def _storage_words(storage: dict[str, Any]) -> str:
     kind = storage.get("type", "?")
     if kind in ("s3", "gcs"):
         prefix = f"/{storage['prefix'].strip('/')}" if storage.get("prefix") else ""
@@ -75,7 +75,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 REDACTED = "********"  # what the master shows in place of a secret (controlplane/master/redaction.py)
 
 
-def client_storage_config(storage: dict) -> tuple[dict, list[str]]:
+def client_storage_config(storage: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The storage config without the secrets the master withheld, and their names: a direct
     download then uses the SDK's own credential chain (environment, ~/.aws, gcloud) instead of
     authenticating with the mask itself."""
@@ -83,7 +83,7 @@ def client_storage_config(storage: dict) -> tuple[dict, list[str]]:
     return {k: v for k, v in storage.items() if k not in withheld}, withheld
 
 
-def _direct(c: dict, dst: Path) -> None:
+def _direct(c: dict[str, Any], dst: Path) -> None:
     from controlplane.storage import from_config
     from controlplane.storage.digests import verify
 
@@ -104,7 +104,7 @@ def _direct(c: dict, dst: Path) -> None:
     verify(dst, c.get("digests"), c["uuid"], others_ok=had_files)
 
 
-def _through_master(session: Session, c: dict, dst: Path) -> None:
+def _through_master(session: Session, c: dict[str, Any], dst: Path) -> None:
     print(f"Downloading checkpoint {c['uuid']} through the master ...", file=sys.stderr)
     resp = session.request("GET", f"/checkpoints/{c['uuid']}", stream=True, timeout=(10, 600))
     total = int(resp.headers.get("Content-Length") or 0)
@@ -188,7 +188,7 @@ def cmd_list_checkpoints(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_list_checkpoints(sub: argparse._SubParsersAction, positive_id: Any) -> None:
+def add_list_checkpoints(sub: argparse._SubParsersAction[Any], positive_id: Any) -> None:
     p = sub.add_parser("list-checkpoints", aliases=["lc"], help="an experiment's checkpoints")
     p.add_argument("experiment_id", metavar="ID", type=positive_id)
     p.add_argument("--best", type=int, metavar="N", help="only the N best by the searcher metric")
@@ -196,7 +196,7 @@ def add_list_checkpoints(sub: argparse._SubParsersAction, positive_id: Any) -> N
     p.set_defaults(func=cmd_list_checkpoints)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("checkpoint", aliases=["c"], help="inspect, download and delete checkpoints")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("describe", help="a checkpoint: state, trial, steps, size, storage, files")

@@ -113,7 +113,7 @@ def id_arg(text: str) -> str:
     return text.lower()
 
 
-def list_all(session: Session, kind: str) -> list[dict]:
+def list_all(session: Session, kind: str) -> list[dict[str, Any]]:
     return [item for item in paged(session, kind_path(kind), f"{kind}s") if isinstance(item, dict)]
 
 
@@ -244,7 +244,7 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
 
 # ---- logs -----------------------------------------------------------------------------------
-def _write_line(line: dict, as_json: bool) -> None:
+def _write_line(line: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(line) + "\n")
         return
@@ -330,7 +330,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # ---- parser ---------------------------------------------------------------------------------
-def add_common(sub: argparse._SubParsersAction, kind: str) -> None:
+def add_common(sub: argparse._SubParsersAction[Any], kind: str) -> None:
     """list, describe, logs and kill, alike for commands, shells and notebooks."""
     plural = f"{kind}s"
     p = sub.add_parser("list", aliases=["ls"], help=f"list your {plural} (--all: everyone's), newest first")
@@ -357,7 +357,7 @@ def add_common(sub: argparse._SubParsersAction, kind: str) -> None:
     p.set_defaults(func=cmd_kill)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("command", aliases=["cmd"], help="run commands on the cluster")
     parser.set_defaults(kind="command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -32,7 +32,7 @@ def session_for(args: argparse.Namespace) -> Session:
 
 
 def paged(session: Session, path: str, key: str, params: dict[str, Any] | None = None,
-          page_size: int = 200) -> Iterator[dict]:
+          page_size: int = 200) -> Iterator[dict[str, Any]]:
     """Follow Determined-style `pagination` (offset = endIndex until endIndex >= total)."""
     offset = 0
     while True:
@@ -68,7 +68,7 @@ def metric_value(value: Any) -> Any:
     return value
 
 
-def avg_metrics(report: dict) -> dict:
+def avg_metrics(report: dict[str, Any]) -> dict[str, Any]:
     """A metrics row's values: `metrics` may be the values or {"avgMetrics": values}."""
     inner = report.get("metrics") or {}
     if isinstance(inner, dict) and isinstance(inner.get("avgMetrics"), dict):

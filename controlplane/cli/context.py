@@ -19,6 +19,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pathspec
 
@@ -52,7 +53,7 @@ class Entry:
         return names.SYMLINK if self.link_target is not None else names.DIRECTORY if self.is_dir else names.FILE
 
 
-def _spec(root: Path) -> pathspec.PathSpec:
+def _spec(root: Path) -> pathspec.PathSpec[Any]:
     lines = list(DEFAULT_IGNORES)
     ignore_file = root / DETIGNORE
     if ignore_file.is_file():
@@ -139,7 +140,7 @@ def check_size(entries: list[Entry], limit: int = MAX_CONTEXT_SIZE) -> int:
     return total
 
 
-def to_v1_files(entries: list[Entry]) -> list[dict]:
+def to_v1_files(entries: list[Entry]) -> list[dict[str, Any]]:
     files = []
     for e in entries:
         if e.is_dir:
@@ -157,7 +158,7 @@ def to_v1_files(entries: list[Entry]) -> list[dict]:
     return files
 
 
-def collect(root: Path, limit: int = MAX_CONTEXT_SIZE) -> list[dict]:
+def collect(root: Path, limit: int = MAX_CONTEXT_SIZE) -> list[dict[str, Any]]:
     """Scan, refuse if too big, then read: the `modelDefinition` of a create request."""
     entries = scan(root)
     check_size(entries, limit)

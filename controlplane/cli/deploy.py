@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -114,7 +115,7 @@ class Record:
         if started is not None:
             self.start_times[pid] = started
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"url": self.url, "clusterId": self.cluster_id, "master": self.master, "agents": self.agents,
                 "startTimes": {str(p): t for p, t in self.start_times.items()},
                 "slotsPerAgent": self.slots_per_agent, "agentEnvironments": self.agent_environments}
@@ -128,7 +129,7 @@ def read_pids(data_dir: Path) -> Record | None:
     if not isinstance(data, dict):
         return None
     raw_starts = data.get("startTimes")
-    starts: dict = raw_starts if isinstance(raw_starts, dict) else {}
+    starts: dict[str, Any] = raw_starts if isinstance(raw_starts, dict) else {}
     master = data.get("master")
     slots = data.get("slotsPerAgent")
     envs = data.get("agentEnvironments")
@@ -157,7 +158,7 @@ def ensure_join_token(data_dir: Path) -> Path:
 
 
 # ---- configuration --------------------------------------------------------------------------
-def deep_merge(base: dict, override: dict) -> dict:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "checkpoint_storage":
@@ -167,7 +168,7 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
-def load_user_config(path: str | None) -> dict:
+def load_user_config(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
@@ -183,7 +184,7 @@ def load_user_config(path: str | None) -> dict:
     return data
 
 
-def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict) -> dict:
+def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict[str, Any]) -> dict[str, Any]:
     defaults = {
         "port": port,
         "data_dir": str(data_dir),
@@ -193,13 +194,13 @@ def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict) -
     cfg = deep_merge(defaults, user_cfg)
     cfg["port"] = port
     raw_security = cfg.get("security")
-    security: dict = raw_security if isinstance(raw_security, dict) else {}
+    security: dict[str, Any] = raw_security if isinstance(raw_security, dict) else {}
     cfg["security"] = {**security, "join_token_file": str(token_file)}
     cfg["security"].pop("join_token", None)
     return cfg
 
 
-def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict:
+def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict[str, Any]:
     """The default pool served by the `local` provider: agents start on demand and go when idle."""
     return {"autoscaler_tick": "1s", "resource_pools": [{"pool_name": "default", "provider": {
         "type": "local", "instance_type": "local", "min_instances": 0, "max_instances": max_agents,
@@ -264,7 +265,7 @@ def rotate_log(path: Path, keep: int | None = None) -> None:
             os.chmod(dst, 0o600)
 
 
-def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen:
+def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen[Any]:
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     rotate_log(log_path)
     env = {**os.environ, procs.CLUSTER_ENV: cid}
@@ -281,7 +282,7 @@ def _agent_log(data_dir: Path, i: int) -> Path:
     return data_dir / "logs" / f"agent-{i}.log"
 
 
-def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen:
+def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen[Any]:
     agent_cmd = console_command("det-agent", "agent_image.agent.main")
     return _spawn([*agent_cmd, "--master", record.url, "--join-token-file", str(data_dir / "join-token"),
                    "--agent-id", AGENT_ID.format(i), "--slots", str(record.slots_per_agent),
@@ -323,7 +324,7 @@ def _connected_agents(url: str) -> set[str] | None:
     return {str(a.get("id")) for a in agents if isinstance(a, dict) and a.get("connected", True)}
 
 
-def _wait_for_agents(data_dir: Path, url: str, started: dict[int, subprocess.Popen],
+def _wait_for_agents(data_dir: Path, url: str, started: dict[int, subprocess.Popen[Any]],
                      master_failed: Callable[[], str | None], kept: dict[int, int] | None = None,
                      record: Record | None = None) -> None:
     """Until agents `started` (index -> process) and `kept` (index -> pid of a recorded agent left
@@ -367,7 +368,7 @@ def _restart_dead_agents(data_dir: Path, record: Record, master_restarted: bool 
         print(f"already running at {record.url}")
         print(f"export DET_MASTER={record.url}")
         return 0
-    started: dict[int, subprocess.Popen] = {}
+    started: dict[int, subprocess.Popen[Any]] = {}
     for i in dead:
         print(f"Agent {AGENT_ID.format(i)} (pid {record.agents[i]}) is not running; the end of "
               f"{_agent_log(data_dir, i)}:\n{log_tail(_agent_log(data_dir, i), 10)}", file=sys.stderr)
@@ -405,7 +406,7 @@ def _port_taken(host: str, port: int) -> str | None:
     return f"port {port} is already in use{by}"
 
 
-def _master_host(user_cfg: dict) -> tuple[str, str]:
+def _master_host(user_cfg: dict[str, Any]) -> tuple[str, str]:
     """(the address the master binds, the one to reach it at)."""
     host = str(user_cfg.get("host") or "127.0.0.1")
     return host, "127.0.0.1" if host in ("0.0.0.0", "::", "", "localhost") else host
@@ -531,8 +532,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     except OSError:
         pass
     record = Record(url=url, cluster_id=cid, slots_per_agent=args.slots_per_agent, agent_environments=environments)
-    master: subprocess.Popen | None = None
-    agents: dict[int, subprocess.Popen] = {}
+    master: subprocess.Popen[Any] | None = None
+    agents: dict[int, subprocess.Popen[Any]] = {}
     try:
         master_log = data_dir / "logs" / "master.log"
         master = _spawn([*console_command("det-master", "controlplane.master.main"), "--config", str(config_path)],
@@ -612,7 +613,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("deploy", help="run a cluster")
     targets = parser.add_subparsers(dest="target", metavar="TARGET", required=True)
     register_cloud_targets(targets)  # aws, gcp

@@ -272,7 +272,7 @@ def _up_common(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_up)
 
 
-def _down_and_list(sub: argparse._SubParsersAction, target: str) -> None:
+def _down_and_list(sub: argparse._SubParsersAction[Any], target: str) -> None:
     p = sub.add_parser("down", help=f"stop the master, terminate every agent, destroy the {target} stack")
     p.add_argument("--cluster-id", required=True)
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -287,7 +287,7 @@ def _down_and_list(sub: argparse._SubParsersAction, target: str) -> None:
     p.set_defaults(func=cmd_list)
 
 
-def register_targets(targets: argparse._SubParsersAction) -> None:
+def register_targets(targets: argparse._SubParsersAction[Any]) -> None:
     aws = targets.add_parser("aws", help="a cluster in an AWS account (Pulumi)")
     sub = aws.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("up", help="create or update the cluster")

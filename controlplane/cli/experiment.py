@@ -69,7 +69,8 @@ def load_config(path: Path, overrides: list[str], *, partial: bool = False) -> s
     return text
 
 
-def create_body(config_text: str, model_definition: list[dict], paused: bool, template: str | None = None) -> bytes:
+def create_body(config_text: str, model_definition: list[dict[str, Any]], paused: bool,
+                template: str | None = None) -> bytes:
     return json.dumps({
         "config": config_text,
         "modelDefinition": model_definition,
@@ -173,7 +174,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def get_experiment(session: Session, exp_id: int) -> dict:
+def get_experiment(session: Session, exp_id: int) -> dict[str, Any]:
     body = session.get(f"/api/v1/experiments/{exp_id}")
     exp = body.get("experiment")
     if not isinstance(exp, dict):
@@ -183,20 +184,20 @@ def get_experiment(session: Session, exp_id: int) -> dict:
     return exp
 
 
-def get_trials(session: Session, exp_id: int) -> list[dict]:
+def get_trials(session: Session, exp_id: int) -> list[dict[str, Any]]:
     return list(paged(session, f"/api/v1/experiments/{exp_id}/trials", "trials"))
 
 
-def trial_metrics(session: Session, trial_id: int, group: str) -> list[dict]:
+def trial_metrics(session: Session, trial_id: int, group: str) -> list[dict[str, Any]]:
     rows = cursor_paged(session, f"/api/v1/trials/{trial_id}/metrics", "metrics", {"group": group})
     return sorted(rows, key=lambda r: r.get("stepsCompleted") or 0)
 
 
-def trial_checkpoints(session: Session, trial_id: int) -> list[dict]:
+def trial_checkpoints(session: Session, trial_id: int) -> list[dict[str, Any]]:
     return list(session.get(f"/api/v1/trials/{trial_id}/checkpoints").get("checkpoints") or [])
 
 
-def best_validation(trial: dict) -> Any:
+def best_validation(trial: dict[str, Any]) -> Any:
     best = trial.get("bestValidation")
     if isinstance(best, dict) and best.get("searcherMetric") is not None:
         return metric_value(best["searcherMetric"])
@@ -265,7 +266,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 # ---- state changes --------------------------------------------------------------------------
-def _action(verb: str, past: str):
+def _action(verb: str, past: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         session_for(args).post(f"/api/v1/experiments/{args.experiment_id}/{verb}")
         print(f"{past} experiment {args.experiment_id}")
@@ -365,7 +366,7 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 # ---- parser ---------------------------------------------------------------------------------
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("experiment", aliases=["e", "exp"], help="manage experiments")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -30,7 +30,7 @@ STATUS = {"STATE_QUEUED": "Queued", "STATE_SCHEDULED": "Scheduled",
 
 
 # ---- list -----------------------------------------------------------------------------------
-def choose_pool(pools: list[dict], name: str | None) -> dict:
+def choose_pool(pools: list[dict[str, Any]], name: str | None) -> dict[str, Any]:
     if name is not None:
         for pool in pools:
             if pool.get("name") == name:
@@ -43,7 +43,7 @@ def choose_pool(pools: list[dict], name: str | None) -> dict:
     raise CliError(f"no default compute pool found; choose one with --resource-pool (pools: {known})")
 
 
-def unwrap_job(entry: Any) -> dict:
+def unwrap_job(entry: Any) -> dict[str, Any]:
     """`jobs[]` entries are `{"full": v1Job}` or `{"limited": v1LimitedJob}`."""
     if not isinstance(entry, dict):
         return {}
@@ -53,19 +53,19 @@ def unwrap_job(entry: Any) -> dict:
     return entry
 
 
-def _position(job: dict, index: int) -> Any:
+def _position(job: dict[str, Any], index: int) -> Any:
     ahead = (job.get("summary") or {}).get("jobsAhead")
     if isinstance(ahead, int) and not isinstance(ahead, bool):
         return ahead if ahead >= 0 else "N/A"
     return index
 
 
-def _status(job: dict) -> str:
+def _status(job: dict[str, Any]) -> str:
     state = str((job.get("summary") or {}).get("state") or "")
     return STATUS.get(state, render.format_state(state).capitalize())
 
 
-def _slots(job: dict) -> str:
+def _slots(job: dict[str, Any]) -> str:
     acquired, needed = job.get("allocatedSlots"), job.get("requestedSlots")
     return f"{acquired if acquired is not None else 0}/{needed if needed is not None else 0}"
 
@@ -82,7 +82,7 @@ def short_ids(ids: list[str]) -> dict[str, str]:
     return {i: i[:length] for i in distinct}
 
 
-def job_rows(jobs: list[dict], fair_share: bool) -> list[list[Any]]:
+def job_rows(jobs: list[dict[str, Any]], fair_share: bool) -> list[list[Any]]:
     rows = []
     short = short_ids([str(j.get("jobId") or "") for j in jobs])
     for i, j in enumerate(jobs):
@@ -116,7 +116,7 @@ class QueueUpdate:
     field: str  # the v1QueueControl key: priority, weight, resourcePool, aheadOf, behindOf
     value: Any
 
-    def entry(self) -> dict:
+    def entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"jobId": self.job_id, "priority": None, "weight": None, "resourcePool": None,
                                  "aheadOf": None, "behindOf": None}
         entry[self.field] = self.value
@@ -201,7 +201,7 @@ def cmd_update_batch(args: argparse.Namespace) -> int:
 
 
 # ---- parser ---------------------------------------------------------------------------------
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("job", aliases=["j"], help="the job queue")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

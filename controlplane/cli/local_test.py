@@ -60,11 +60,11 @@ class RecordingMaster:
     def __init__(self, token: str) -> None:
         self.token = token
         self.lock = threading.Lock()
-        self.metrics: list[dict] = []
-        self.checkpoints: list[dict] = []
+        self.metrics: list[dict[str, Any]] = []
+        self.checkpoints: list[dict[str, Any]] = []
         self.early_exits: list[str] = []
         self.run = 0
-        self.searcher: dict = {}
+        self.searcher: dict[str, Any] = {}
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.1,), daemon=True)
@@ -79,7 +79,8 @@ class RecordingMaster:
         nums = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
         return (min(nums) if smaller else max(nums)) if nums else None
 
-    def answer(self, method: str, path: str, query: dict, body: Any, searcher: dict) -> tuple[int, Any]:
+    def answer(self, method: str, path: str, query: dict[str, Any], body: Any,
+               searcher: dict[str, Any]) -> tuple[int, Any]:
         with self.lock:
             if method == "POST" and path == "/api/v1/runs/start":
                 return 200, {"storageId": None}
@@ -163,7 +164,7 @@ def trial_of(entrypoint: str | list[str]) -> str | None:
     return None
 
 
-def first_hparams(cfg: Any) -> tuple[dict, int]:
+def first_hparams(cfg: Any) -> tuple[dict[str, Any], int]:
     """The hyperparameters and seed of the searcher's first trial."""
     try:
         from controlplane.searchers.base import Create
@@ -180,7 +181,7 @@ def first_hparams(cfg: Any) -> tuple[dict, int]:
     return sample(cfg.hyperparameters, random.Random(seed)), seed
 
 
-def short_lengths(searcher: dict, hparams: dict) -> tuple[dict, dict, str]:
+def short_lengths(searcher: dict[str, Any], hparams: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(first run's searcher fields, second run's, a description): a few batches, then as many again."""
     gbs = hparams.get("global_batch_size") if isinstance(hparams.get("global_batch_size"), int) else None
     raw = searcher.get("max_length")
@@ -202,7 +203,7 @@ def short_lengths(searcher: dict, hparams: dict) -> tuple[dict, dict, str]:
         unit, first = "batches", min(n, TEST_BATCHES)
         what = f"{first} batches, then {first} more"
 
-    def fields(length: int) -> dict:
+    def fields(length: int) -> dict[str, Any]:
         if key == "max_time":
             return {"max_time": length, "time_metric": unit}
         return {"max_length": {unit: length}}
@@ -225,7 +226,7 @@ class Outcome:
     tail: list[str] = field(default_factory=list)
 
 
-def _task_env(master: RecordingMaster, info_dir: Path, trial: dict, latest: str | None) -> dict[str, str]:
+def _task_env(master: RecordingMaster, info_dir: Path, trial: dict[str, Any], latest: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("DET_") and k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                                      "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
@@ -246,7 +247,7 @@ def _task_env(master: RecordingMaster, info_dir: Path, trial: dict, latest: str 
     return env
 
 
-def _write_info(info_dir: Path, master: RecordingMaster, trial: dict, latest: str | None) -> None:
+def _write_info(info_dir: Path, master: RecordingMaster, trial: dict[str, Any], latest: str | None) -> None:
     info_dir.mkdir(parents=True, exist_ok=True)
     (info_dir / "cluster.json").write_text(json.dumps({
         "master_url": master.url, "cluster_id": "local-test", "agent_id": "local-test", "slot_ids": [0],
@@ -289,7 +290,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], echo: bool, timeout: fl
     return Outcome(rc, time.monotonic() - started, list(tail))
 
 
-def _fmt(metrics: dict, limit: int = 4) -> str:
+def _fmt(metrics: dict[str, Any], limit: int = 4) -> str:
     shown = [(k, v) for k, v in metrics.items() if k not in ("batches", "epochs")][:limit]
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown)
 
@@ -349,7 +350,7 @@ def run_local_test(config_text: str, context_dir: Path | None, *, as_json: bool 
         storage = {"type": "shared_fs", "host_path": str(work / "checkpoints"),
                    "save_experiment_best": 0, "save_trial_best": 1, "save_trial_latest": 1}
 
-        def trial_info(length: dict, run: int, steps_completed: int) -> dict:
+        def trial_info(length: dict[str, Any], run: int, steps_completed: int) -> dict[str, Any]:
             conf = {**config, "checkpoint_storage": storage,
                     "searcher": {**{k: v for k, v in searcher.items() if k not in ("max_length", "max_time")},
                                  **length}}
@@ -409,7 +410,7 @@ def _exit_step(name: str, out: Outcome) -> Step:
     return Step(name, False, f"{why}; last output:\n{last}" if last else why)
 
 
-def _report_steps(master: RecordingMaster, run: int, metric: str | None, storage: dict) -> list[Step]:
+def _report_steps(master: RecordingMaster, run: int, metric: str | None, storage: dict[str, Any]) -> list[Step]:
     training = [m for m in master.metrics if m["run"] == run and m["group"] == "training"]
     validation = [m for m in master.metrics if m["run"] == run and m["group"] == "validation"]
     if training:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from controlplane.cli.errors import CliError
 from controlplane.cli.session import Session
@@ -44,7 +44,7 @@ def rank_id(text: str) -> int:
     return value
 
 
-def _text(entry: dict) -> str:
+def _text(entry: dict[str, Any]) -> str:
     text = entry.get("message")
     if not isinstance(text, str) or text == "":
         log_text = entry.get("log")
@@ -52,7 +52,7 @@ def _text(entry: dict) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _order(entry: dict) -> int | None:
+def _order(entry: dict[str, Any]) -> int | None:
     try:
         return int(entry.get("id"))  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -27,7 +27,7 @@ def model_path(name: str) -> str:
 
 
 # ---- arguments ------------------------------------------------------------------------------
-def json_object(text: str) -> dict:
+def json_object(text: str) -> dict[str, Any]:
     """argparse type for --metadata: a JSON object."""
     try:
         value = json.loads(text)
@@ -60,18 +60,18 @@ VERSION_HEADERS = ["Version #", "Name", "Experiment ID", "Trial ID", "Batch #", 
                    "Validation Metrics", "Registered"]
 
 
-def model_row(m: dict) -> list[Any]:
+def model_row(m: dict[str, Any]) -> list[Any]:
     return [m.get("id"), m.get("name"), m.get("description") or "", m.get("numVersions"),
             ", ".join(m.get("labels") or []), m.get("username"), render.format_time(m.get("creationTime")),
             render.format_time(m.get("lastUpdatedTime")), m.get("metadata") or {}]
 
 
-def _metrics(checkpoint: dict) -> str:
+def _metrics(checkpoint: dict[str, Any]) -> str:
     avg = (((checkpoint.get("training") or {}).get("validationMetrics") or {}).get("avgMetrics")) or {}
     return ", ".join(f"{k}={render.format_metric(v)}" for k, v in sorted(avg.items()))
 
 
-def version_row(v: dict) -> list[Any]:
+def version_row(v: dict[str, Any]) -> list[Any]:
     ckpt = v.get("checkpoint") or {}
     training = ckpt.get("training") or {}
     return [v.get("version"), v.get("name") or "", training.get("experimentId"), training.get("trialId"),
@@ -79,13 +79,13 @@ def version_row(v: dict) -> list[Any]:
             render.format_time(v.get("creationTime"))]
 
 
-def print_model(model: dict) -> None:
+def print_model(model: dict[str, Any]) -> None:
     print(render.table(MODEL_HEADERS, [model_row(model)]))
     if model.get("notes"):
         print(f"\nNotes:\n{model['notes']}")
 
 
-def print_versions(versions: list[dict]) -> None:
+def print_versions(versions: list[dict[str, Any]]) -> None:
     print(render.table(VERSION_HEADERS, [version_row(v) for v in versions]))
 
 
@@ -202,7 +202,7 @@ def _details(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--labels", type=label_list, metavar="A,B", help=f"the {what}'s labels, comma-separated")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("model", aliases=["m"], help="the model registry")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -13,6 +13,7 @@ in to this master's web UI.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from controlplane.cli import command as ntsc
 
@@ -23,7 +24,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     return ntsc.start_served(args, STATUS_PATH)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("notebook", help="JupyterLab notebooks on the cluster (through the master)")
     parser.set_defaults(kind="notebook")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

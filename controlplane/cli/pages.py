@@ -14,7 +14,7 @@ PAGE = 10_000  # the master's largest page
 
 
 def cursor_paged(session: Session, path: str, key: str, params: dict[str, Any] | None = None,
-                 page_size: int = PAGE) -> Iterator[dict]:
+                 page_size: int = PAGE) -> Iterator[dict[str, Any]]:
     """Yields the rows of every page, following ``nextCursor`` until the master sends none."""
     cursor: str | None = None
     while True:
@@ -31,7 +31,7 @@ LOG_PAGE = 1000
 
 
 def drain_lines(session: Session, path: str, params: dict[str, Any], after: int,
-                write: Callable[[dict], None], page_size: int = LOG_PAGE) -> int:
+                write: Callable[[dict[str, Any]], None], page_size: int = LOG_PAGE) -> int:
     """Every line after line id ``after`` (``{"logs": [...], "nextAfter": id}`` pages), each given to
     ``write``, until a short page; the last id read."""
     while True:

@@ -161,9 +161,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 # ---- list -----------------------------------------------------------------------------------
-def list_jobs(session: Session, path: str, params: dict[str, Any], offset: int, limit: int | None) -> list[dict]:
+def list_jobs(session: Session, path: str, params: dict[str, Any], offset: int,
+              limit: int | None) -> list[dict[str, Any]]:
     """Pages of at most LIST_PAGE from ``offset`` until ``limit`` rows (None: all) or a short page."""
-    jobs: list[dict] = []
+    jobs: list[dict[str, Any]] = []
     while limit is None or len(jobs) < limit:
         want = LIST_PAGE if limit is None else min(LIST_PAGE, limit - len(jobs))
         page = session.get(path, {**params, "offset": offset, "limit": want})
@@ -193,7 +194,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 # ---- describe -------------------------------------------------------------------------------
-def get_job(session: Session, username: str, name: str) -> dict:
+def get_job(session: Session, username: str, name: str) -> dict[str, Any]:
     job = session.get(job_path(username, name))
     if not isinstance(job, dict) or not isinstance(job.get("jobStatus"), dict):
         raise CliError(f"the master sent no status for job {name} of user {username}")
@@ -206,7 +207,7 @@ def format_ports(ports: Any) -> str:
     return " ".join(f"{label}:{value}" for label, value in ports.items() if value not in (None, ""))
 
 
-def task_rows(job: dict) -> list[list[Any]]:
+def task_rows(job: dict[str, Any]) -> list[list[Any]]:
     rows = []
     for role, detail in (job.get("taskRoles") or {}).items():
         for task in (detail or {}).get("taskStatuses") or []:
@@ -245,7 +246,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 # ---- logs -----------------------------------------------------------------------------------
-def _print_line(line: dict, as_json: bool) -> None:
+def _print_line(line: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(line) + "\n")
         return
@@ -326,7 +327,7 @@ def _add_job(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", dest="job_user", metavar="USER", help="the job's owner (default: you)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("pai", help="OpenPAI jobs (OpenPAI's job JSON and REST routes)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

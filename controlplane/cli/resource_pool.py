@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from controlplane.cli import render
 from controlplane.cli.common import print_json, session_for
@@ -17,7 +18,7 @@ def scheduler_name(value: object) -> str:
     return text[len("SCHEDULER_TYPE_"):].lower() if text.startswith("SCHEDULER_TYPE_") else text
 
 
-def default_of(pool: dict) -> str:
+def default_of(pool: dict[str, Any]) -> str:
     return ", ".join(kind for kind, key in (("compute", "defaultComputePool"), ("aux", "defaultAuxPool"))
                      if pool.get(key))
 
@@ -60,7 +61,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("resource-pool", aliases=["rp"], help="resource pools of the cluster")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("list", aliases=["ls"], help="list resource pools")

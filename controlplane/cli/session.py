@@ -124,7 +124,7 @@ class Session:
     def delete(self, path: str) -> Any:
         return self._json(self.request("DELETE", path))
 
-    def stream_ndjson(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[dict]:
+    def stream_ndjson(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield each `result` of an NDJSON stream as it arrives; an `error` line raises."""
         resp = self.request("GET", path, params=params, stream=True, timeout=STREAM_TIMEOUT)
         try:
@@ -173,7 +173,7 @@ class Session:
             return env_user, env_pass
         return DEFAULT_USER, ""
 
-    def login(self, username: str, password: str, *, explicit: bool = False) -> dict:
+    def login(self, username: str, password: str, *, explicit: bool = False) -> dict[str, Any]:
         """POST /api/v1/auth/login and remember the token; `explicit` is `det user login`."""
         resp = self._send("POST", "/api/v1/auth/login", params=None,
                           data=json.dumps({"username": username, "password": password, "isHashed": False}),

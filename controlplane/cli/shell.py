@@ -84,7 +84,7 @@ def cmd_show_ssh_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("shell", help="interactive shells on the cluster (over SSH)")
     parser.set_defaults(kind="shell")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import yaml
@@ -25,7 +26,7 @@ def template_path(name: str) -> str:
     return f"/api/v1/templates/{quote(name, safe='')}"
 
 
-def read_template_file(path: str) -> dict:
+def read_template_file(path: str) -> dict[str, Any]:
     """The YAML file as a mapping (an empty file is an empty template), bounded like a config."""
     from controlplane.config.errors import ConfigError
     from controlplane.config.yaml_io import load_yaml
@@ -42,7 +43,7 @@ def read_template_file(path: str) -> dict:
         raise CliError(f"invalid template file: {e}") from None
 
 
-def config_yaml(config: dict) -> str:
+def config_yaml(config: dict[str, Any]) -> str:
     return yaml.safe_dump(config or {}, sort_keys=False, default_flow_style=False)
 
 
@@ -97,7 +98,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 # ---- parser ---------------------------------------------------------------------------------
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("template", aliases=["tpl"], help="config templates for experiments")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -10,6 +10,7 @@ without traffic.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from controlplane.cli import command as ntsc
 
@@ -26,7 +27,7 @@ def _experiment_id(text: str) -> int:
     return int(text)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("tensorboard", help="TensorBoard over experiments' metrics (through the master)")
     parser.set_defaults(kind="tensorboard")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

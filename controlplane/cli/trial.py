@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from controlplane.cli import render
 from controlplane.cli.common import avg_metrics, metric_value, positive_id, print_json, searcher_metric, session_for
@@ -74,7 +75,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("trial", aliases=["t"], help="inspect trials")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -85,7 +85,7 @@ def cmd_change_password(args: argparse.Namespace) -> int:
 USER_HEADERS = ["ID", "Username", "Display Name", "Role", "Admin", "Active"]
 
 
-def find_user(session: Session, username: str) -> dict:
+def find_user(session: Session, username: str) -> dict[str, Any]:
     body = session.get(f"/api/v1/users/{quote(username, safe='')}/by-username")
     user = body.get("user") if isinstance(body, dict) else None
     if not isinstance(user, dict):
@@ -99,7 +99,7 @@ def user_id(user: Any, username: str) -> int:
     return user["id"]
 
 
-def user_row(u: dict) -> list[Any]:
+def user_row(u: dict[str, Any]) -> list[Any]:
     return [u.get("id"), u.get("username"), u.get("displayName") or "", u.get("role") or "",
             u.get("admin"), u.get("active")]
 
@@ -155,7 +155,7 @@ def cmd_set_role(args: argparse.Namespace) -> int:
     return _patch(args, {"role": args.role}, "User '{name}' now has role {role}")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("user", aliases=["u"], help="log in and manage your account")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("login", help="log in (prompts for the password; empty is allowed)")

@@ -44,7 +44,7 @@ class SearcherConfig:
     max_trials: int | None = None
     max_concurrent_trials: int = 16
     max_length: int | None = None  # the count in max_length_raw's unit; None when not set
-    max_length_raw: dict | None = None
+    max_length_raw: dict[str, Any] | None = None
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
     # adaptive_asha and async_halving (Determined's names and defaults)
@@ -56,7 +56,7 @@ class SearcherConfig:
     bracket_rungs: list[int] = field(default_factory=list)  # adaptive_asha
     num_rungs: int | None = None  # async_halving
     stop_once: bool | None = None  # deprecated in Determined; accepted, every decision is a stop
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def length(self) -> tuple[int, str] | None:
         """The full training length as (units, unit): ``max_time`` in ``time_metric``, else the
@@ -68,7 +68,7 @@ class SearcherConfig:
             return units, unit
         return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         length = dict(self.max_length_raw) if self.max_length_raw is not None else None
         out = {"name": self.name, "metric": self.metric, "smaller_is_better": self.smaller_is_better,
                "max_concurrent_trials": self.max_concurrent_trials, "max_length": length,
@@ -93,9 +93,9 @@ class ResourcesConfig:
     priority: int | None = None
     max_slots: int | None = None
     weight: float = 1.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"slots_per_trial": self.slots_per_trial, "resource_pool": self.resource_pool,
                 "priority": self.priority, "max_slots": self.max_slots, "weight": self.weight, **self.extra}
 
@@ -107,10 +107,10 @@ class ReproducibilityConfig:
 
 @dataclass
 class EnvironmentConfig:
-    environment_variables: list | dict = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
+    environment_variables: list[Any] | dict[str, Any] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"environment_variables": self.environment_variables, **self.extra}
 
 
@@ -123,15 +123,15 @@ class ExperimentConfig:
     hyperparameters: dict[str, Hparam]
     searcher: SearcherConfig
     resources: ResourcesConfig
-    checkpoint_storage: dict | None
+    checkpoint_storage: dict[str, Any] | None
     max_restarts: int
     reproducibility: ReproducibilityConfig
     environment: EnvironmentConfig
-    min_validation_period: dict | None
-    min_checkpoint_period: dict | None
-    passthrough: dict
+    min_validation_period: dict[str, Any] | None
+    min_checkpoint_period: dict[str, Any] | None
+    passthrough: dict[str, Any]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "description": self.description, "labels": list(self.labels),
             "entrypoint": self.entrypoint, "hyperparameters": hparams_to_dict(self.hyperparameters),
@@ -196,7 +196,7 @@ ASHA_KEYS = {
 }
 
 
-def _asha(raw: dict, cfg: SearcherConfig) -> None:
+def _asha(raw: dict[str, Any], cfg: SearcherConfig) -> None:
     """adaptive_asha / async_halving: Determined's fields and defaults (schemas/expconf/v0/searcher-*.json).
 
     The length is ``time_metric`` + ``max_time`` (Determined >= 0.35; 0.38 requires them), or the
@@ -261,7 +261,7 @@ def _resources(raw: Any) -> ResourcesConfig:
     return cfg
 
 
-def _checkpoint_storage(raw: Any) -> dict | None:
+def _checkpoint_storage(raw: Any) -> dict[str, Any] | None:
     if raw is None:
         return None
     path = "checkpoint_storage"
@@ -296,7 +296,7 @@ def _environment(raw: Any) -> EnvironmentConfig:
     return EnvironmentConfig(env_vars, {k: v for k, v in raw.items() if k != "environment_variables"})
 
 
-def _period(raw: dict, key: str) -> dict | None:
+def _period(raw: dict[str, Any], key: str) -> dict[str, Any] | None:
     return f.length(raw[key], key) if raw.get(key) is not None else None
 
 

@@ -15,7 +15,7 @@ def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def mapping(value: Any, path: str) -> dict:
+def mapping(value: Any, path: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -23,13 +23,13 @@ def mapping(value: Any, path: str) -> dict:
     return value
 
 
-def no_unknown(raw: dict, allowed: set[str], path: str) -> None:
+def no_unknown(raw: dict[str, Any], allowed: set[str], path: str) -> None:
     for key in raw:
         if key not in allowed:
             raise ConfigError(join(path, str(key)), "unknown field")
 
 
-def get(raw: dict, key: str, path: str, default: Any = MISSING) -> Any:
+def get(raw: dict[str, Any], key: str, path: str, default: Any = MISSING) -> Any:
     if key not in raw or raw[key] is None:
         if default is MISSING:
             raise ConfigError(join(path, key), "required")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from controlplane.config.errors import ConfigError
 class Const:
     val: Any
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "const", "val": self.val}
 
 
@@ -24,7 +25,7 @@ class IntRange:
     maxval: int
     count: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none({"type": "int", "minval": self.minval, "maxval": self.maxval, "count": self.count})
 
 
@@ -34,7 +35,7 @@ class DoubleRange:
     maxval: float
     count: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none({"type": "double", "minval": self.minval, "maxval": self.maxval, "count": self.count})
 
 
@@ -45,33 +46,33 @@ class LogRange:
     maxval: float
     count: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return _drop_none({"type": "log", "base": self.base, "minval": self.minval, "maxval": self.maxval,
                            "count": self.count})
 
 
 @dataclass(frozen=True)
 class Categorical:
-    vals: tuple
+    vals: tuple[Any, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"type": "categorical", "vals": list(self.vals)}
 
 
-Hparam = Const | IntRange | DoubleRange | LogRange | Categorical | dict
+Hparam = Const | IntRange | DoubleRange | LogRange | Categorical | dict[str, Any]
 
 
-def _drop_none(d: dict) -> dict:
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _count(raw: dict, path: str) -> int | None:
+def _count(raw: dict[str, Any], path: str) -> int | None:
     if raw.get("count") is None:
         return None
     return f.integer(raw["count"], f.join(path, "count"), minimum=1)
 
 
-def _range(raw: dict, path: str, read) -> tuple:
+def _range(raw: dict[str, Any], path: str, read: Callable[..., Any]) -> tuple[Any, ...]:
     lo = read(f.get(raw, "minval", path), f.join(path, "minval"))
     hi = read(f.get(raw, "maxval", path), f.join(path, "maxval"))
     if lo >= hi:
@@ -131,5 +132,5 @@ def parse_hyperparameters(raw: Any) -> dict[str, Hparam]:
     return {str(k): parse_one(v, f.join("hyperparameters", str(k))) for k, v in raw.items()}
 
 
-def to_dict(hps: dict[str, Hparam]) -> dict:
+def to_dict(hps: dict[str, Hparam]) -> dict[str, Any]:
     return {k: (to_dict(v) if isinstance(v, dict) else v.to_dict()) for k, v in hps.items()}

@@ -34,7 +34,7 @@ PER_DEVICE = {("environment", "image"), ("environment", "environment_variables")
 DEVICE_TYPES = ("cpu", "cuda", "rocm")
 
 
-def merge_template(config: dict, template: dict) -> dict:
+def merge_template(config: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
     """The experiment config with the template merged under it."""
     return _merge_maps(config, template, ())
 
@@ -58,7 +58,7 @@ def _merge(obj: Any, src: Any, path: tuple[str, ...]) -> Any:
     return _copy(obj)  # scalars, lists, and values of different kinds: the config's
 
 
-def _merge_maps(obj: dict, src: dict, path: tuple[str, ...]) -> dict:
+def _merge_maps(obj: dict[str, Any], src: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     union = next((u for p, u in UNIONS.items() if _matches(path, [p])), None)
     if union is not None:
         key, shared = union

@@ -69,7 +69,7 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
-def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -> dict:
+def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -> dict[str, Any]:
     limits = limits or Limits()
     if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise ConfigError("", f"{source}: {len(text.encode('utf-8', 'surrogatepass'))} bytes, over the "
@@ -110,7 +110,7 @@ def load_value(raw: str, key: str, limits: Limits | None = None) -> Any:
     return value
 
 
-def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
+def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """`--config searcher.max_trials=4`: the value is read as a YAML scalar."""
     out = _deep_copy(cfg)
     for item in overrides:

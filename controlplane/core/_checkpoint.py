@@ -48,7 +48,7 @@ METADATA_FILE = "metadata.json"
 _SHARD_STAGING = ".tmp-shards"  # list_checkpoints() skips names with ".tmp-"
 
 
-def _check_metadata(metadata: dict | None) -> dict:
+def _check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     metadata = dict(metadata or {})
     steps = metadata.get("steps_completed")
     if isinstance(steps, bool) or not isinstance(steps, int):
@@ -57,14 +57,14 @@ def _check_metadata(metadata: dict | None) -> dict:
     return metadata
 
 
-def merge_metadata(all_metadata: list[dict]) -> tuple[dict, dict[str, list[int]]]:
+def merge_metadata(all_metadata: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[int]]]:
     """Every worker's metadata as one dict: nested dicts merge, equal values agree; a key given
     different values is a conflict ({"/a/b": [ranks]})."""
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     owners: dict[str, list[int]] = {}
     conflicts: dict[str, list[int]] = {}
 
-    def merge(into: dict, new: dict, rank: int, prefix: str) -> None:
+    def merge(into: dict[str, Any], new: dict[str, Any], rank: int, prefix: str) -> None:
         for key, value in new.items():
             path = f"{prefix}/{key}"
             owners.setdefault(path, []).append(rank)
@@ -116,7 +116,7 @@ class CheckpointContext:
             raise RuntimeError(f"cannot call CheckpointContext.{what}(shard=False) from non-chief worker "
                                f"(rank={self._dist.rank}); use shard=True on every worker, or call it on the chief")
 
-    def store_path(self, metadata: dict | None = None, *,
+    def store_path(self, metadata: dict[str, Any] | None = None, *,
                    shard: bool = False) -> contextlib.AbstractContextManager[tuple[Path, str]]:
         """Yields ``(path, uuid)``; files written to ``path`` become the checkpoint on a clean exit.
         ``shard=True``: every worker calls it together and writes its own part (module docstring)."""
@@ -126,7 +126,7 @@ class CheckpointContext:
         return self._store_path_single(metadata)
 
     @contextlib.contextmanager
-    def _store_path_single(self, metadata: dict | None) -> Iterator[tuple[Path, str]]:
+    def _store_path_single(self, metadata: dict[str, Any] | None) -> Iterator[tuple[Path, str]]:
         metadata = _check_metadata(metadata)
         ckpt_uuid = str(uuidlib.uuid4())
         self._announce(ckpt_uuid, metadata)
@@ -136,7 +136,8 @@ class CheckpointContext:
             digests = self._digests(path)
         self._report(ckpt_uuid, metadata, digests)
 
-    def upload(self, ckpt_dir: str | Path | None, metadata: dict | None = None, *, shard: bool = False) -> str:
+    def upload(self, ckpt_dir: str | Path | None, metadata: dict[str, Any] | None = None, *,
+               shard: bool = False) -> str:
         """Copies a finished directory into storage as a new checkpoint; returns its uuid. With
         ``shard=True`` every worker calls it; a worker with nothing to store passes ``None``."""
         if shard and self._dist.size > 1:
@@ -159,7 +160,7 @@ class CheckpointContext:
 
     # ---- sharded: every worker together ------------------------------------------------------
     @contextlib.contextmanager
-    def _store_path_sharded(self, metadata: dict | None) -> Iterator[tuple[Path, str]]:
+    def _store_path_sharded(self, metadata: dict[str, Any] | None) -> Iterator[tuple[Path, str]]:
         dist = self._dist
         ckpt_uuid = dist.broadcast(str(uuidlib.uuid4()) if dist.rank == 0 else None)
         merged = self._merged_metadata(metadata)
@@ -176,7 +177,7 @@ class CheckpointContext:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _upload_sharded(self, ckpt_dir: str | Path | None, metadata: dict | None) -> str:
+    def _upload_sharded(self, ckpt_dir: str | Path | None, metadata: dict[str, Any] | None) -> str:
         dist = self._dist
         ckpt_uuid = dist.broadcast(str(uuidlib.uuid4()) if dist.rank == 0 else None)
         merged = self._merged_metadata(metadata)
@@ -204,13 +205,14 @@ class CheckpointContext:
             shutil.rmtree(staging, ignore_errors=True)
         return ckpt_uuid
 
-    def _merged_metadata(self, metadata: dict | None) -> dict:
+    def _merged_metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
         merged, conflicts = merge_metadata(self._dist.allgather(dict(metadata or {})))
         if conflicts:
             raise _conflict_error("metadata", conflicts)
         return _check_metadata(merged)
 
-    def _finish_sharded(self, ckpt_uuid: str, staging: Path, merged: dict, failure: BaseException | None) -> None:
+    def _finish_sharded(self, ckpt_uuid: str, staging: Path, merged: dict[str, Any],
+                        failure: BaseException | None) -> None:
         """After every worker wrote into its ``staging``: dedupe, store, then the chief reports."""
         dist = self._dist
         mine = directory_resources(staging) if failure is None else {}
@@ -253,7 +255,7 @@ class CheckpointContext:
         if dist.rank == 0:
             self._report(ckpt_uuid, merged, sha256s)
 
-    def _raise_if_failed(self, statuses: list, own: BaseException | None, when: str) -> None:
+    def _raise_if_failed(self, statuses: list[Any], own: BaseException | None, when: str) -> None:
         if own is not None:
             raise own
         failed = {rank: msg for rank, msg in enumerate(statuses) if msg}
@@ -320,7 +322,7 @@ class CheckpointContext:
         master computes a shared_fs checkpoint's itself). None off the cluster: nothing is reported."""
         return file_digests(path) if self._session is not None and self._info is not None else None
 
-    def get_metadata(self, storage_id: str) -> dict:
+    def get_metadata(self, storage_id: str) -> dict[str, Any]:
         """The master's record on the cluster (GET /api/v1/checkpoints/{uuid}); else metadata.json."""
         if self._session is not None:
             try:
@@ -344,13 +346,13 @@ class CheckpointContext:
                 raise
             log.info("master does not record checkpoint deletion (%s)", e.status)
 
-    def _announce(self, ckpt_uuid: str, metadata: dict) -> None:
+    def _announce(self, ckpt_uuid: str, metadata: dict[str, Any]) -> None:
         """Tell the master an upload is starting (STATE_ACTIVE), so that files a killed trial leaves
         in storage always have a row, which garbage collection removes when the experiment ends."""
         if self._session is not None and self._info is not None:
             self._post(ckpt_uuid, metadata, "STATE_ACTIVE", {})
 
-    def _report(self, ckpt_uuid: str, metadata: dict, digests: dict[str, str] | None = None) -> None:
+    def _report(self, ckpt_uuid: str, metadata: dict[str, Any], digests: dict[str, str] | None = None) -> None:
         if self._session is None or self._info is None:
             print(f"[checkpoint] {ckpt_uuid} steps_completed={metadata['steps_completed']}", flush=True)
             return
@@ -358,7 +360,7 @@ class CheckpointContext:
         self._post(ckpt_uuid, metadata, "STATE_COMPLETED",
                    {k: str(v) for k, v in self._storage.resources(ckpt_uuid).items()}, digests)
 
-    def _post(self, ckpt_uuid: str, metadata: dict, state: str, resources: dict[str, str],
+    def _post(self, ckpt_uuid: str, metadata: dict[str, Any], state: str, resources: dict[str, str],
               digests: dict[str, str] | None = None) -> None:
         assert self._session is not None and self._info is not None  # callers post only on the cluster
         trial = self._info.trial

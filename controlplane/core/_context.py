@@ -12,6 +12,7 @@ import logging
 import os
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from controlplane.core import storage as storage_mod
 from controlplane.core._checkpoint import CheckpointContext
@@ -119,7 +120,7 @@ def _check_distributed(distributed: DistributedContext | None, info: ClusterInfo
 
 
 def init(*, max_length_off_cluster: int | None = None, max_length: int | None = None,
-         checkpoint_dir: str | Path = "checkpoints", checkpoint_storage: str | dict | None = None,
+         checkpoint_dir: str | Path = "checkpoints", checkpoint_storage: str | dict[str, Any] | None = None,
          distributed: DistributedContext | None = None, preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
          tensorboard_mode: TensorboardMode = TensorboardMode.AUTO) -> Context:
     """The core context. On the cluster: the task's info, metrics to the master, checkpoints to

@@ -172,7 +172,7 @@ class _Server:
         except (OSError, EOFError):
             return None
 
-    def gather(self, op: str) -> list:
+    def gather(self, op: str) -> list[Any]:
         return [p.recv(op) for p in self.peers]
 
     def broadcast(self, op: str, payload: Any) -> None:
@@ -377,18 +377,18 @@ class DistributedContext:
         if self._closed:
             raise RuntimeError("this DistributedContext is closed")
 
-    def gather(self, stuff: Any) -> list | None:
+    def gather(self, stuff: Any) -> list[Any] | None:
         """Everyone's ``stuff`` to the chief, in rank order; the others get None."""
         return self._gather(stuff, self._server, self._to_chief, self.size, "gather")
 
-    def gather_local(self, stuff: Any) -> list | None:
+    def gather_local(self, stuff: Any) -> list[Any] | None:
         return self._gather(stuff, self._local_server, self._to_local_chief, self.local_size, "gather_local")
 
-    def allgather(self, stuff: Any) -> list:
+    def allgather(self, stuff: Any) -> list[Any]:
         """Everyone's ``stuff``, in rank order, on every worker."""
         return self._allgather(stuff, self._server, self._to_chief, self.size, "allgather")
 
-    def allgather_local(self, stuff: Any) -> list:
+    def allgather_local(self, stuff: Any) -> list[Any]:
         return self._allgather(stuff, self._local_server, self._to_local_chief, self.local_size, "allgather_local")
 
     def broadcast(self, stuff: Any) -> Any:
@@ -398,7 +398,7 @@ class DistributedContext:
     def broadcast_local(self, stuff: Any = None) -> Any:
         return self._broadcast(stuff, self._local_server, self._to_local_chief, self.local_size, "broadcast_local")
 
-    def _gather(self, stuff: Any, server: _Server | None, peer: _Peer | None, n: int, op: str) -> list | None:
+    def _gather(self, stuff: Any, server: _Server | None, peer: _Peer | None, n: int, op: str) -> list[Any] | None:
         if n < 2:
             return [stuff]
         self._check_open()
@@ -411,7 +411,7 @@ class DistributedContext:
         peer.recv(op)
         return None
 
-    def _allgather(self, stuff: Any, server: _Server | None, peer: _Peer | None, n: int, op: str) -> list:
+    def _allgather(self, stuff: Any, server: _Server | None, peer: _Peer | None, n: int, op: str) -> list[Any]:
         if n < 2:
             return [stuff]
         self._check_open()

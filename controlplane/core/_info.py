@@ -21,17 +21,17 @@ class TrialInfo:
     trial_id: int
     experiment_id: int
     trial_seed: int
-    hparams: dict
-    config: dict
+    hparams: dict[str, Any]
+    config: dict[str, Any]
     steps_completed: int
     trial_run_id: int
 
     @property
-    def _config(self) -> dict:  # determined's name for the experiment config
+    def _config(self) -> dict[str, Any]:  # determined's name for the experiment config
         return self.config
 
     @property
-    def user_data(self) -> dict:
+    def user_data(self) -> dict[str, Any]:
         return self.config.get("data") or {}
 
 
@@ -62,14 +62,14 @@ class ClusterInfo:
         return None
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
 
 
-def _trial_from(d: dict) -> TrialInfo:
+def _trial_from(d: dict[str, Any]) -> TrialInfo:
     return TrialInfo(trial_id=int(d["trial_id"]), experiment_id=int(d["experiment_id"]),
                      trial_seed=int(d.get("trial_seed", 0)), hparams=d.get("hparams") or {},
                      config=d.get("config") or {}, steps_completed=int(d.get("steps_completed", 0)),

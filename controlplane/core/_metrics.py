@@ -73,8 +73,8 @@ class MetricShipper:
         self._thread.start()
         atexit.register(self._close_at_exit)
 
-    def report(self, group: str, steps_completed: int, trial_run_id: int, metrics: dict,
-               batch_metrics: list | None = None) -> None:
+    def report(self, group: str, steps_completed: int, trial_run_id: int, metrics: dict[str, Any],
+               batch_metrics: list[Any] | None = None) -> None:
         self.raise_if_failed()
         if self._closed:
             raise RuntimeError("the core context is closed: no more metrics can be reported")

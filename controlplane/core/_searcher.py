@@ -12,7 +12,7 @@ broadcasts its length; only the chief may report progress or completion.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controlplane.core._session import Session
 
@@ -51,7 +51,7 @@ class SearcherOperation:
         self._completed = True
 
 
-def max_length(config: dict) -> tuple[int, str] | None:
+def max_length(config: dict[str, Any]) -> tuple[int, str] | None:
     """``searcher.max_length`` as (length, unit): an int, or the single value of ``{unit: n}``."""
     searcher = config.get("searcher") or {}
     raw = searcher.get("max_length")

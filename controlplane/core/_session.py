@@ -73,7 +73,7 @@ class Session:
         return Session(self.master, self.token, max_wait_s=self.max_wait_s)
 
     def request(self, method: str, path: str, *, json: Any = None, data: str | bytes | None = None,
-                params: dict | None = None, timeout: float = 30.0, retry: bool = True) -> requests.Response:
+                params: dict[str, Any] | None = None, timeout: float = 30.0, retry: bool = True) -> requests.Response:
         url = f"{self.master}{path}"
         headers = {"Content-Type": "application/json"} if data is not None else None
         delay, deadline = 0.2, time.monotonic() + self.max_wait_s

@@ -22,7 +22,7 @@ class EarlyExitReason(enum.Enum):
     USER_REQUESTED_STOP = "EXITED_REASON_USER_REQUESTED_STOP"
 
 
-def _printable(metrics: dict) -> str:
+def _printable(metrics: dict[str, Any]) -> str:
     return " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
 
 
@@ -43,7 +43,7 @@ class TrainContext:
         self._is_chief = is_chief
 
     def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any],
-                       batch_metrics: list | None = None) -> None:
+                       batch_metrics: list[Any] | None = None) -> None:
         """Any group name without '.'; ``training``/``validation`` have their own helpers."""
         if not isinstance(group, str) or not group or "." in group:
             raise ValueError(f"metric group must be a non-empty name without '.', got {group!r}")
@@ -59,7 +59,7 @@ class TrainContext:
         self._shipper.report(group, steps_completed, self._run_id, metrics, batch_metrics)
 
     def report_training_metrics(self, steps_completed: int, metrics: dict[str, Any],
-                                batch_metrics: list | None = None) -> None:
+                                batch_metrics: list[Any] | None = None) -> None:
         self.report_metrics("training", steps_completed, metrics, batch_metrics)
 
     def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:

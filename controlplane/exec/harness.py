@@ -61,7 +61,7 @@ def load_trial_class(spec: str) -> type:
     return obj
 
 
-def _off_cluster_config(path: str | None) -> tuple[dict, dict]:
+def _off_cluster_config(path: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(config, first hyperparameter sample) of an experiment YAML, validated as the CLI does."""
     if not path:
         return {}, {}

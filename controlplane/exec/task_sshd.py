@@ -27,7 +27,7 @@ def _winsize(fd: int, size: tuple[int, int, int, int]) -> None:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-async def _pipe_session(process: asyncssh.SSHServerProcess, argv: list[str], env: dict[str, str]) -> int:
+async def _pipe_session(process: asyncssh.SSHServerProcess[Any], argv: list[str], env: dict[str, str]) -> int:
     proc = await asyncio.create_subprocess_exec(*argv, env=env, start_new_session=True,
                                                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
@@ -57,7 +57,7 @@ async def _pipe_session(process: asyncssh.SSHServerProcess, argv: list[str], env
     return code if code >= 0 else 128 - code
 
 
-async def _pty_session(process: asyncssh.SSHServerProcess, argv: list[str], env: dict[str, str]) -> int:
+async def _pty_session(process: asyncssh.SSHServerProcess[Any], argv: list[str], env: dict[str, str]) -> int:
     master, slave = pty.openpty()
     size = process.get_terminal_size()
     if size:
@@ -108,7 +108,7 @@ async def _pty_session(process: asyncssh.SSHServerProcess, argv: list[str], env:
 
 
 def handler(env: dict[str, str]) -> Any:
-    async def handle(process: asyncssh.SSHServerProcess) -> None:
+    async def handle(process: asyncssh.SSHServerProcess[Any]) -> None:
         command = process.command
         if command:
             argv = ["bash", "-c", command]

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from controlplane.master.agent_inbox import AgentInbox
 from controlplane.wire import agent_protocol as wire
@@ -22,7 +23,7 @@ class AgentConnection:
     agent_id: str
     pool: str
     slots: list[wire.Slot]
-    outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     registered_at: float = field(default_factory=time.monotonic)
     # Allocations the agent said it still ran when it (re)registered.
     running_at_register: frozenset[str] = frozenset()

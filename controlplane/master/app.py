@@ -8,8 +8,9 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-from litestar import Litestar, Request, Response
+from litestar import Litestar, Response
 from litestar.exceptions import HTTPException
 from litestar.response import Redirect
 from sqlalchemy import select
@@ -24,6 +25,7 @@ from controlplane.master.db.engine import describe_error, make_engine, make_sess
 from controlplane.master.db.migrate import upgrade_to_head
 from controlplane.master.db.models import ClusterInfo
 from controlplane.master.errors import ApiError, Unauthenticated, error_body
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.log_ring import LogRing
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import ensure_default_users
@@ -37,7 +39,7 @@ from controlplane.version import __version__
 log = logging.getLogger("controlplane.master")
 
 
-def _api_error(request: Request, exc: ApiError) -> Response:
+def _api_error(request: AnyRequest, exc: ApiError) -> Response[Any]:
     if isinstance(exc, Unauthenticated) and web_session.is_page(request):
         return Redirect(web_session.login_url(request), status_code=303)  # a browser: the sign-in page
     return Response(error_body(exc.message, exc.status), status_code=exc.status)
@@ -48,7 +50,7 @@ _MISSING = re.compile(r"^Object missing required field `([^`]*)`")
 _BODY_DECODE_ERRORS = ("JSON is malformed", "Number out of range", "Expected ", "Object contains", "Input data")
 
 
-def _wire_name(request: Request, key: str) -> str:
+def _wire_name(request: AnyRequest, key: str) -> str:
     """A query parameter's name as the client sends it (``resourcePool``), not the Python one."""
     try:
         param = request.route_handler.parsed_fn_signature.parameters.get(key)
@@ -58,7 +60,7 @@ def _wire_name(request: Request, key: str) -> str:
     return getattr(kwarg, "name", None) or getattr(kwarg, "query", None) or key
 
 
-def _field_message(request: Request, e: object) -> str:
+def _field_message(request: AnyRequest, e: object) -> str:
     """One of Litestar's validation errors ({message, key, source}) as "field: rule"."""
     if not isinstance(e, dict):
         return str(e)
@@ -79,7 +81,7 @@ def _field_message(request: Request, e: object) -> str:
     return f"{key}: {message}" if key else message
 
 
-def _http_error(request: Request, exc: HTTPException) -> Response:
+def _http_error(request: AnyRequest, exc: HTTPException) -> Response[Any]:
     """Litestar's own 4xx (validation, routing): the message names the field, never a traceback."""
     detail = str(exc.detail)
     extra = getattr(exc, "extra", None)
@@ -93,21 +95,21 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
     return Response(error_body(detail, exc.status_code), status_code=exc.status_code)
 
 
-def _illegal_transition(request: Request, exc: IllegalTransition) -> Response:
+def _illegal_transition(request: AnyRequest, exc: IllegalTransition) -> Response[Any]:
     """A state change the state machine does not allow (a race the handler's own check missed)."""
     log.warning("refused %s %s: %s", request.method, request.url.path, exc)
     message = f"state: {exc.machine} is {exc.from_state}; it cannot become {exc.to_state}"
     return Response(error_body(message, 409), status_code=409)
 
 
-def _unavailable(request: Request, cause: str) -> Response:
+def _unavailable(request: AnyRequest, cause: str) -> Response[Any]:
     """The database is unreachable or the disk full: 503 naming it, and when to try again. The
     runtime's DatabaseHealth logs the outage once, not once per request."""
     request.app.state.runtime.db_health.failed(cause)
     return Response(error_body(cause, 503), status_code=503, headers={"Retry-After": str(outage.RETRY_AFTER_S)})
 
 
-def _internal_error(request: Request, exc: Exception) -> Response:
+def _internal_error(request: AnyRequest, exc: Exception) -> Response[Any]:
     cause = outage.cause_of(exc)
     if cause is not None:
         return _unavailable(request, cause)
@@ -118,7 +120,7 @@ def _internal_error(request: Request, exc: Exception) -> Response:
     return Response(error_body("internal error; the master log has the details", 500), status_code=500)
 
 
-def _too_deep(request: Request, exc: RecursionError) -> Response:
+def _too_deep(request: AnyRequest, exc: RecursionError) -> Response[Any]:
     """A JSON body nested past the decoder's depth (``[[[[...]]]]``): the caller's input, not a bug."""
     log.warning("refused %s %s: nested too deeply (%s)", request.method, request.url.path, exc)
     message = "request body: nested too deeply"

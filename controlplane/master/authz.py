@@ -15,6 +15,7 @@ Rules per (principal kind, action):
 from __future__ import annotations
 
 from enum import Enum, StrEnum
+from typing import Any
 
 from controlplane.master.errors import Forbidden
 from controlplane.master.principals import AuthedUser, Principal, Role, TaskPrincipal
@@ -94,11 +95,11 @@ def require_owner(principal: Principal, action: Action, owner_id: int, what: str
     raise Forbidden(f"only the owner of {what} or an admin may {action.value.replace('_', ' ')} it")
 
 
-def opt(action: Action, task_scope: tuple[str, str] | str | None = None) -> dict:
+def opt(action: Action, task_scope: tuple[str, str] | str | None = None) -> dict[str, Any]:
     """A route's ``opt``: its action and, where a task token may call it, what it is scoped to:
     ``("trial", "trial_id")`` names the path parameter that must be the task's own trial
     (or ``"allocation"``, ``"task"``); ``"body"`` means the handler checks ids in the body."""
-    out: dict = {"action": action}
+    out: dict[str, Any] = {"action": action}
     if task_scope is not None:
         out["task_scope"] = task_scope
     return out

@@ -13,8 +13,9 @@ import hashlib
 import hmac
 from urllib.parse import quote, urlsplit
 
-from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
+
+from controlplane.master.http_types import AnyConnection
 
 COOKIE = "det_session"
 CSRF_HEADER = "x-csrf-token"
@@ -34,17 +35,17 @@ def csrf_token(session_token: str) -> str:
     return hmac.new(session_token.encode(), b"controlplane-csrf", hashlib.sha256).hexdigest()[:40]
 
 
-def cookie_token(connection: ASGIConnection) -> str | None:
+def cookie_token(connection: AnyConnection) -> str | None:
     value = connection.cookies.get(COOKIE)
     return value or None
 
 
-def csrf_ok(connection: ASGIConnection, session_token: str, form_value: str | None = None) -> bool:
+def csrf_ok(connection: AnyConnection, session_token: str, form_value: str | None = None) -> bool:
     sent = connection.headers.get(CSRF_HEADER) or form_value or ""
     return hmac.compare_digest(sent, csrf_token(session_token))
 
 
-def origin_is_host(connection: ASGIConnection) -> bool:
+def origin_is_host(connection: AnyConnection) -> bool:
     """The request's ``Origin`` names the host it was sent to: a page of this master made it."""
     origin, host = connection.headers.get("origin"), connection.headers.get("host")
     if not origin or not host:
@@ -52,7 +53,7 @@ def origin_is_host(connection: ASGIConnection) -> bool:
     return urlsplit(origin).netloc.lower() == host.lower()
 
 
-def is_page(connection: ASGIConnection) -> bool:
+def is_page(connection: AnyConnection) -> bool:
     """A browser navigating to a page (not the API, the docs or an asset): it is sent to sign in,
     where a client of the API gets its 401."""
     path = connection.url.path
@@ -60,7 +61,7 @@ def is_page(connection: ASGIConnection) -> bool:
             and not path.startswith(("/api/", "/docs", "/static/")))
 
 
-def login_url(connection: ASGIConnection) -> str:
+def login_url(connection: AnyConnection) -> str:
     target = connection.url.path + (f"?{connection.url.query}" if connection.url.query else "")
     return f"{LOGIN_PATH}?next={quote(target, safe='')}"
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from controlplane.master.errors import ApiError, BadRequest, Conflict
 from controlplane.storage.base import check_uuid
@@ -27,7 +29,7 @@ from controlplane.storage.digests import sha256_file
 from controlplane.storage.shared_fs import staging_dir, storage_subdir
 
 
-def shared_fs_places(storage: dict, allocation_id: str, ckpt_uuid: str) -> tuple[Path, Path | None] | None:
+def shared_fs_places(storage: dict[str, Any], allocation_id: str, ckpt_uuid: str) -> tuple[Path, Path | None] | None:
     """(final directory, staged directory or None) of a ``shared_fs`` checkpoint; None for another storage."""
     if storage.get("type") != "shared_fs" or not storage.get("host_path"):
         return None
@@ -99,7 +101,7 @@ def _lock_down(root: Path, ckpt_uuid: str) -> dict[str, str]:
     return dict(sorted(digests.items()))
 
 
-def remove_staging(storage: dict, allocation_ids: list[str]) -> None:
+def remove_staging(storage: dict[str, Any], allocation_ids: list[str]) -> None:
     """Blocking. Removes what an ended experiment's allocations left in their shared_fs staging
     directories (a checkpoint written but never reported, the mount points of what they read)."""
     if storage.get("type") != "shared_fs" or not storage.get("host_path"):
@@ -110,7 +112,7 @@ def remove_staging(storage: dict, allocation_ids: list[str]) -> None:
             shutil.rmtree(path, onerror=_writable_again)
 
 
-def _writable_again(func, target: str, exc_info) -> None:  # shutil.rmtree's onerror
+def _writable_again(func: Callable[..., Any], target: str, exc_info: Any) -> None:  # shutil.rmtree's onerror
     """A directory a task left without write permission (or a published one) is opened to be emptied."""
     if isinstance(exc_info[1], FileNotFoundError):
         return

@@ -7,6 +7,8 @@ answers match the served OpenAPI schema.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ApiError(Exception):
     status = 500
@@ -44,5 +46,5 @@ class TooManyRequests(ApiError):
     status = 429
 
 
-def error_body(message: str, status: int = 500) -> dict:
+def error_body(message: str, status: int = 500) -> dict[str, Any]:
     return {"message": message, "error": {"error": message}, "status_code": status, "detail": message}

@@ -28,7 +28,7 @@ class PoolConfig:
     provider: dict[str, Any] = field(default_factory=dict)  # autoscaling, when the pool has one
 
 
-def _policy(name: str, raw: dict, defaults: dict, path: str) -> PoolPolicy:
+def _policy(name: str, raw: dict[str, Any], defaults: dict[str, Any], path: str) -> PoolPolicy:
     sched = {**defaults, **f.mapping(raw.get("scheduler"), f.join(path, "scheduler"))}
     spath = f.join(path, "scheduler")
     f.no_unknown(sched, {"type", "preemption", "default_priority", "fitting_policy", "allow_heterogeneous_fits"},

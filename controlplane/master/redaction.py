@@ -44,7 +44,7 @@ def _redact_env_var(entry: Any) -> Any:
 def _redact_tree(node: Any) -> Any:
     """A copy of ``node`` with the value of every secret-named key masked (at any depth)."""
     if isinstance(node, dict):
-        out: dict = {}
+        out: dict[str, Any] = {}
         for key, value in node.items():
             if is_secret_key(key) and value not in (None, ""):
                 out[key] = MASK
@@ -147,7 +147,7 @@ def _clean(masked: str) -> bool:
     return isinstance(parsed, dict) and _secret_values(parsed) <= {MASK}
 
 
-def redact_yaml_text(text: str, config: dict | None = None) -> str:
+def redact_yaml_text(text: str, config: dict[str, Any] | None = None) -> str:
     """The submitted YAML with secret values masked, comments kept where possible.
 
     ``config`` is the parsed config it came from (the stored, validated one): a masked text that

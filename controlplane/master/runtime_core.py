@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -50,7 +50,7 @@ class Notifier:
 class RuntimeCore:
     settings: MasterSettings
     engine: AsyncEngine
-    sessions: async_sessionmaker
+    sessions: async_sessionmaker[Any]
     cluster_id: str = ""
     master_id: str = ""
     notifier: Notifier = field(default_factory=Notifier)

@@ -69,19 +69,19 @@ class StreamSlots:
     # Per trial, how many times lines were stored (``logged``): a page read under one count is good
     # for every reader with the same query until lines come again (``shared_page``).
     log_counts: dict[int, int] = field(default_factory=dict)
-    _pages: dict[tuple, tuple[float, float, bytes, int, int | None]] = field(default_factory=dict)
+    _pages: dict[tuple[Any, ...], tuple[float, float, bytes, int, int | None]] = field(default_factory=dict)
     _page_bytes: int = 0
 
     def logged(self, trial_id: int) -> None:
         """The ingest path stored lines of ``trial_id`` (called after the commit)."""
         self.log_counts[trial_id] = self.log_counts.get(trial_id, 0) + 1
 
-    def shared_page(self, key: tuple) -> tuple[float, tuple[bytes, int, int | None]] | None:
+    def shared_page(self, key: tuple[Any, ...]) -> tuple[float, tuple[bytes, int, int | None]] | None:
         """(what reading it cost, the page) if one is kept under ``key``."""
         hit = self._pages.get(key)
         return None if hit is None else (hit[1], (hit[2], hit[3], hit[4]))
 
-    def keep_page(self, key: tuple, page: tuple[bytes, int, int | None], cost: float) -> None:
+    def keep_page(self, key: tuple[Any, ...], page: tuple[bytes, int, int | None], cost: float) -> None:
         """Pages of the last ``PAGE_KEEP_S``, at most ``PAGE_KEEP_BYTES`` in all (oldest dropped)."""
         now = time.monotonic()
         old = self._pages.pop(key, None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 
@@ -78,8 +78,8 @@ class _TTLCache(Generic[V]):
 
 
 # Values: controlplane.master.principals.AuthedUser / TaskPrincipal (not imported: no cycles).
-USER_TOKENS: _TTLCache = _TTLCache(ttl_s=5.0)
+USER_TOKENS: _TTLCache[Any] = _TTLCache(ttl_s=5.0)
 # A task token is dropped when its allocation ends (orchestration/lifecycle.py, the one path that
 # ends one), and every write re-checks its run inside its transaction (services/fencing.py), so the
 # entry can live long: a hundred trials reporting each second then cost no token lookups.
-TASK_TOKENS: _TTLCache = _TTLCache(ttl_s=60.0)
+TASK_TOKENS: _TTLCache[Any] = _TTLCache(ttl_s=60.0)

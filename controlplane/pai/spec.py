@@ -138,7 +138,7 @@ class _Reader:
     def fail(self, path: str, rule: str) -> None:
         self.errors.append(ConfigError(path, rule))
 
-    def unknown(self, raw: dict, allowed: tuple[str, ...], path: str) -> None:
+    def unknown(self, raw: dict[str, Any], allowed: tuple[str, ...], path: str) -> None:
         for key in raw:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
@@ -147,7 +147,7 @@ class _Reader:
                 else:
                     self.fail(where, f"unknown field (allowed: {', '.join(allowed)})")
 
-    def string(self, raw: dict, key: str, path: str, *, required: bool = False, max_len: int = MAX_PATH,
+    def string(self, raw: dict[str, Any], key: str, path: str, *, required: bool = False, max_len: int = MAX_PATH,
                pattern: re.Pattern[str] | None = None, pattern_text: str = "") -> str | None:
         value = raw.get(key)
         if value is None or value == "":
@@ -168,7 +168,7 @@ class _Reader:
             return None
         return value
 
-    def integer(self, raw: dict, key: str, path: str, *, minimum: int, maximum: int, rule: str,
+    def integer(self, raw: dict[str, Any], key: str, path: str, *, minimum: int, maximum: int, rule: str,
                 default: int | None = None) -> int | None:
         if key not in raw or raw[key] is None:
             if default is None:
@@ -224,7 +224,7 @@ def parse_job(raw: Any) -> tuple[PaiJob, list[str]]:
     return job, warnings
 
 
-def _code_dir(r: _Reader, raw: dict) -> str | None:
+def _code_dir(r: _Reader, raw: dict[str, Any]) -> str | None:
     value = r.string(raw, "codeDir", "codeDir")
     if value is None:
         return None
@@ -297,7 +297,8 @@ def _task_role(r: _Reader, raw: Any, path: str) -> TaskRole | None:
                     min_succeeded_task_count=min_succeeded)
 
 
-def _min_count(r: _Reader, raw: dict, key: str, path: str, tasks: int | None, default: int | None) -> int | None:
+def _min_count(r: _Reader, raw: dict[str, Any], key: str, path: str, tasks: int | None,
+               default: int | None) -> int | None:
     where = f"{path}.{key}"
     if key not in raw:
         return default

@@ -21,7 +21,7 @@ class PyTorchCallback:
     def on_training_epoch_end(self, epoch_idx: int) -> None:
         """After the last batch of each epoch."""
 
-    def on_training_workload_end(self, avg_metrics: dict[str, Any], batch_metrics: list) -> None:
+    def on_training_workload_end(self, avg_metrics: dict[str, Any], batch_metrics: list[Any]) -> None:
         """After each reporting period, with the averaged training metrics."""
 
     def on_validation_start(self) -> None:

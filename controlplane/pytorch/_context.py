@@ -31,7 +31,7 @@ class _DistributedDataParallel(nn.parallel.DistributedDataParallel):
             return getattr(self.module, name)
 
 
-def batch_sizes(hparams: dict | None, slots: int) -> tuple[int | None, int | None]:
+def batch_sizes(hparams: dict[str, Any] | None, slots: int) -> tuple[int | None, int | None]:
     """(per-slot, global) batch size from the ``global_batch_size`` hyperparameter, as Determined:
     the global size is split evenly across the slots (and rounded down to a multiple of them)."""
     if not hparams or hparams.get("global_batch_size") is None:
@@ -50,8 +50,9 @@ def batch_sizes(hparams: dict | None, slots: int) -> tuple[int | None, int | Non
 
 
 class PyTorchTrialContext:
-    def __init__(self, core_context: core.Context, trial_seed: int | None = None, hparams: dict | None = None,
-                 slots_per_trial: int | None = None, exp_conf: dict | None = None, aggregation_frequency: int = 1,
+    def __init__(self, core_context: core.Context, trial_seed: int | None = None, hparams: dict[str, Any] | None = None,
+                 slots_per_trial: int | None = None, exp_conf: dict[str, Any] | None = None,
+                 aggregation_frequency: int = 1,
                  steps_completed: int = 0, **_ignored: Any) -> None:
         self._core = core_context
         self.distributed = core_context.distributed
@@ -71,7 +72,7 @@ class PyTorchTrialContext:
         self._epoch_len: int | None = None
         self._current_batch_idx: int | None = None
         self._stop_requested = False
-        self._warned: set = set()
+        self._warned: set[Any] = set()
 
     def _init_device(self) -> torch.device:
         if torch.cuda.is_available():
@@ -180,7 +181,8 @@ class PyTorchTrialContext:
         """``loss.backward()``; with several workers DDP averages the gradients across them."""
         loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
 
-    def step_optimizer(self, optimizer: torch.optim.Optimizer, clip_grads: Callable[[Iterator], None] | None = None,
+    def step_optimizer(self, optimizer: torch.optim.Optimizer,
+                       clip_grads: Callable[[Iterator[Any]], None] | None = None,
                        auto_zero_grads: bool = True, scaler: Any = None) -> None:
         """One optimizer step (gradients clipped first by ``clip_grads(params)``), then zeroed."""
         params = [p for group in optimizer.param_groups for p in group.get("params", [])]

@@ -28,10 +28,10 @@ TorchData = dict[str, torch.Tensor] | Sequence[torch.Tensor] | torch.Tensor
 class DataLoader:
     """Takes the arguments of ``torch.utils.data.DataLoader``; map-style datasets only."""
 
-    def __init__(self, dataset: data.Dataset, batch_size: int | None = 1, shuffle: bool = False,
-                 sampler: data.Sampler | None = None, batch_sampler: data.Sampler | None = None,
-                 num_workers: int = 0, collate_fn: Callable | None = None, pin_memory: bool = False,
-                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable | None = None,
+    def __init__(self, dataset: data.Dataset[Any], batch_size: int | None = 1, shuffle: bool = False,
+                 sampler: data.Sampler[Any] | None = None, batch_sampler: data.Sampler[Any] | None = None,
+                 num_workers: int = 0, collate_fn: Callable[..., Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[..., Any] | None = None,
                  multiprocessing_context: Any = None, generator: torch.Generator | None = None, *,
                  prefetch_factor: int | None = None, persistent_workers: bool = False) -> None:
         if isinstance(dataset, data.IterableDataset):
@@ -95,7 +95,7 @@ class DataLoader:
             yield batch
 
     def get_data_loader(self, repeat: bool = False, skip: int = 0, num_replicas: int = 1, rank: int = 0,
-                        seed: int = 0) -> data.DataLoader:
+                        seed: int = 0) -> data.DataLoader[Any]:
         """This worker's ``torch.utils.data.DataLoader``: its share of the batches, ``skip`` of its
         batches already trained, endless when ``repeat``."""
         extra: dict[str, Any] = {}
@@ -109,7 +109,7 @@ class DataLoader:
                                num_workers=self.num_workers, pin_memory=self.pin_memory, timeout=self.timeout,
                                worker_init_fn=self.worker_init_fn, generator=generator, **kwargs, **extra)
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         """A plain epoch, so the trial's loaders also work outside the trainer."""
         return iter(self.get_data_loader())
 
@@ -120,7 +120,7 @@ class DataLoader:
         return n
 
 
-class _BatchStream(data.Sampler):
+class _BatchStream(data.Sampler[Any]):
     """Index batches of epoch after epoch; this rank's share; the first ``skip`` of them left out."""
 
     def __init__(self, loader: DataLoader, repeat: bool, skip: int, num_replicas: int, rank: int, seed: int) -> None:
@@ -154,7 +154,7 @@ class _BatchStream(data.Sampler):
             epoch += 1
 
 
-def to_device(batch: Any, device: torch.device, warned_types: set | None = None) -> Any:
+def to_device(batch: Any, device: torch.device, warned_types: set[Any] | None = None) -> Any:
     """Tensors (and numpy arrays of numbers) anywhere in dicts, lists and tuples moved to ``device``."""
     warned = warned_types if warned_types is not None else set()
     if isinstance(batch, dict):

@@ -28,11 +28,11 @@ class LRScheduler:
     def step(self, *args: Any, **kwargs: Any) -> None:
         self._scheduler.step(*args, **kwargs)
 
-    def get_last_lr(self) -> list:
+    def get_last_lr(self) -> list[Any]:
         return list(self._scheduler.get_last_lr())
 
-    def load_state_dict(self, state_dict: dict) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._scheduler.load_state_dict(state_dict)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return dict(self._scheduler.state_dict())

@@ -31,7 +31,7 @@ def to_scalar(value: Any) -> Any:
     return value
 
 
-def reduce_values(values: list, reducer: Reducer) -> Any:
+def reduce_values(values: list[Any], reducer: Reducer) -> Any:
     nums = [v for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool)]
     if not nums:
         return values[-1] if values else None
@@ -44,7 +44,7 @@ def reduce_values(values: list, reducer: Reducer) -> Any:
     return float(math.fsum(nums) / len(nums))
 
 
-def reduce_batches(batches: list[dict], reducers: Reducer | dict[str, Reducer]) -> dict[str, Any]:
+def reduce_batches(batches: list[dict[str, Any]], reducers: Reducer | dict[str, Reducer]) -> dict[str, Any]:
     """One value per metric name over ``batches`` (a list of {name: value})."""
     keys: list[str] = []
     for b in batches:

@@ -55,7 +55,7 @@ def _initialize_distributed_backend() -> core.DistributedContext | None:
 
 
 @contextlib.contextmanager
-def init(*, hparams: dict | None = None, exp_conf: dict[str, Any] | None = None,
+def init(*, hparams: dict[str, Any] | None = None, exp_conf: dict[str, Any] | None = None,
          distributed: core.DistributedContext | None = None, aggregation_frequency: int = 1,
          enable_tensorboard_logging: bool = True, checkpoint_dir: str | None = None) -> Iterator[PyTorchTrialContext]:
     """A ``PyTorchTrialContext`` (and the core context under it) for the duration of the block.
@@ -97,7 +97,7 @@ def init(*, hparams: dict | None = None, exp_conf: dict[str, Any] | None = None,
                 dist.destroy_process_group()
 
 
-def _max_length_from_config(config: dict, global_batch_size: int | None) -> TrainUnit | None:
+def _max_length_from_config(config: dict[str, Any], global_batch_size: int | None) -> TrainUnit | None:
     """``searcher.max_length`` ({unit: n} or an int in ``searcher.unit``), or adaptive ASHA's
     ``max_time`` in ``time_metric`` batches/records/epochs."""
     length = searcher_max_length(config)

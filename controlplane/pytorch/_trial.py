@@ -73,7 +73,7 @@ class PyTorchTrial:
     def evaluation_reducer(self) -> Reducer | dict[str, Reducer]:
         return Reducer.AVG
 
-    def evaluate_full_dataset(self, data_loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+    def evaluate_full_dataset(self, data_loader: torch.utils.data.DataLoader[Any]) -> dict[str, Any]:
         """Metrics of the whole validation set, computed on the chief (instead of evaluate_batch)."""
         raise NotImplementedError
 
@@ -107,12 +107,12 @@ def _plain_metrics(metrics: Any, what: str) -> dict[str, Any]:
     return {str(k): to_scalar(v) for k, v in metrics.items()}
 
 
-def _mean(values: list) -> Any:
+def _mean(values: list[Any]) -> Any:
     nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return math.fsum(nums) / len(nums) if nums and len(nums) == len(values) else values[-1]
 
 
-def _strip_module_prefix(state: dict) -> dict:
+def _strip_module_prefix(state: dict[str, Any]) -> dict[str, Any]:
     if state and all(k.startswith("module.") for k in state):
         return {k[len("module."):]: v for k, v in state.items()}
     return state
@@ -154,7 +154,7 @@ class _Controller:
         self.records_per_epoch = records_per_epoch
         self.callbacks = trial.build_callbacks()
         self.state = _TrialState(trial_id=trial_id)
-        self._pending: list[dict] = []
+        self._pending: list[dict[str, Any]] = []
 
     # ---- the run -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -200,7 +200,7 @@ class _Controller:
         if self.epoch_len < 1:
             raise ValueError("the training data loader has no batches for this worker")
         self.context._epoch_len = self.epoch_len
-        self.validation_loader: torch.utils.data.DataLoader | None = None
+        self.validation_loader: torch.utils.data.DataLoader[Any] | None = None
         batch_eval = _overrides(self.trial, "evaluate_batch")
         if batch_eval or self.is_chief:
             if isinstance(validation_data, DataLoader):
@@ -315,7 +315,7 @@ class _Controller:
         if _overrides(self.trial, "evaluate_batch"):
             assert self.validation_loader is not None
             takes_idx = "batch_idx" in inspect.signature(self.trial.evaluate_batch).parameters
-            batches: list[dict] = []
+            batches: list[dict[str, Any]] = []
             for idx, batch in enumerate(self.validation_loader):
                 batch = self.context.to_device(batch)
                 num_inputs += self.trial.get_batch_length(batch)
@@ -416,7 +416,7 @@ class _Controller:
         for cb in self.callbacks.values():
             cb.on_checkpoint_write_end(str(path))
 
-    def _restore(self) -> dict | None:
+    def _restore(self) -> dict[str, Any] | None:
         """Loads everything but the RNG states, which are returned to be set last."""
         assert self.latest_checkpoint is not None
         log.info("restoring the trial from checkpoint %s", self.latest_checkpoint)
@@ -454,7 +454,7 @@ class _Controller:
             self.state = _TrialState(trial_id=self.trial_id)
         return ckpt.get("rng_state")
 
-    def _set_rng_state(self, rng_state: dict) -> None:
+    def _set_rng_state(self, rng_state: dict[str, Any]) -> None:
         np_state = rng_state["np_rng_state"]
         np.random.set_state((np_state[0], np.array(np_state[1], dtype=np.uint32), *np_state[2:]))
         py_state = rng_state["random_rng_state"]

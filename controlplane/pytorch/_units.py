@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 from collections import abc
+from typing import Any
 
 
 class TrainUnit:
-    def __init__(self, value: int | abc.Container) -> None:
+    def __init__(self, value: int | abc.Container[Any]) -> None:
         self.value = value
 
     def __repr__(self) -> str:

@@ -78,7 +78,7 @@ def image_of(value: Any) -> Image:
     return Image(**names)
 
 
-def image_of_config(config: dict) -> Image:
+def image_of_config(config: dict[str, Any]) -> Image:
     """The image of a stored experiment config (validated at create time)."""
     env = config.get("environment") if isinstance(config, dict) else None
     return image_of(env.get("image") if isinstance(env, dict) else None)

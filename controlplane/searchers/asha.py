@@ -64,7 +64,7 @@ def initial_trials(num_rungs: int, divisor: float, max_trials: int, max_concurre
     return int(min(max(1.0, power(divisor, num_rungs - 1)), float(max_trials)))
 
 
-def time_unit(searcher: dict) -> str:
+def time_unit(searcher: dict[str, Any]) -> str:
     """The validation metric an ASHA rung is measured in: ``time_metric``, else the older
     ``max_length``'s unit, else batches."""
     if searcher.get("time_metric"):
@@ -75,7 +75,7 @@ def time_unit(searcher: dict) -> str:
     return "batches"
 
 
-def time_step(unit: str, metrics: dict, steps_completed: int) -> int | None:
+def time_step(unit: str, metrics: dict[str, Any], steps_completed: int) -> int | None:
     """A validation's time step in ``unit``: the metric of that name, truncated to an integer
     (Determined reads it from the validation metrics), or ``steps_completed`` for batches when the
     trial did not report one. None when it cannot be known: the validation then decides nothing."""
@@ -158,11 +158,11 @@ class Bracket:
             done = max(self.exited / self.max_trials, done)
         return min(done, 1.0)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"rungs": [[[v, rid] for v, rid in rung.metrics] for rung in self.rungs],
                 "trial_rungs": dict(self.trial_rungs), "created": self.created, "exited": self.exited}
 
-    def restore(self, snap: dict) -> None:
+    def restore(self, snap: dict[str, Any]) -> None:
         for rung, metrics in zip(self.rungs, snap["rungs"], strict=True):
             rung.metrics = [(float(v), str(rid)) for v, rid in metrics]
         self.trial_rungs = {str(k): int(v) for k, v in snap["trial_rungs"].items()}
@@ -258,13 +258,13 @@ class AshaSearcher(Searcher):
             return 1.0
         return sum(b.progress(failed) for b in self.brackets) / len(self.brackets)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"brackets": [b.snapshot() for b in self.brackets], "created": self.created,
                 "trial_bracket": dict(self.trial_bracket), "live": list(self.live), "stopped": list(self.stopped),
                 "outcomes": dict(self.outcomes), "shut_down": self.shut_down, "rng": rng_state(self.rng)}
 
     @classmethod
-    def restore(cls, cfg: ExperimentConfig, snap: dict) -> AshaSearcher:
+    def restore(cls, cfg: ExperimentConfig, snap: dict[str, Any]) -> AshaSearcher:
         s = cls(cfg)
         for bracket, state in zip(s.brackets, snap["brackets"], strict=True):
             bracket.restore(state)

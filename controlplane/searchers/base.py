@@ -12,7 +12,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Create:
     request_id: str
-    hparams: dict
+    hparams: dict[str, Any]
     seed: int
 
 
@@ -60,19 +60,19 @@ class Searcher(ABC):
         failing, so an experiment that ends in ERROR keeps the progress it reached."""
 
     @abstractmethod
-    def snapshot(self) -> dict: ...
+    def snapshot(self) -> dict[str, Any]: ...
 
     @classmethod
     @abstractmethod
-    def restore(cls, cfg: ExperimentConfig, snap: dict) -> Searcher: ...
+    def restore(cls, cfg: ExperimentConfig, snap: dict[str, Any]) -> Searcher: ...
 
 
-def rng_state(rng: random.Random) -> list:
+def rng_state(rng: random.Random) -> list[Any]:
     version, internal, gauss = rng.getstate()
     return [version, list(internal), gauss]
 
 
-def rng_from_state(state: list) -> random.Random:
+def rng_from_state(state: list[Any]) -> random.Random:
     rng = random.Random()
     rng.setstate((state[0], tuple(state[1]), state[2]))
     return rng

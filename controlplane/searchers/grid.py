@@ -6,7 +6,7 @@ bounded at create (see ``sampling.grid_size``), and ``max_trials`` below it runs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controlplane.searchers.planned import PlannedSearcher
 from controlplane.searchers.sampling import Grid, grid_size
@@ -29,7 +29,7 @@ def subset_warning(cfg: ExperimentConfig) -> str | None:
 
 
 class GridSearcher(PlannedSearcher):
-    def __init__(self, cfg) -> None:
+    def __init__(self, cfg: ExperimentConfig) -> None:
         super().__init__(cfg)
         self.grid = Grid(cfg.hyperparameters)
         self.count = len(self.grid)
@@ -39,5 +39,5 @@ class GridSearcher(PlannedSearcher):
     def total(self) -> int:
         return self.count
 
-    def hparams(self, index: int) -> dict:
+    def hparams(self, index: int) -> dict[str, Any]:
         return self.grid.point(index)

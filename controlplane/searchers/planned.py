@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controlplane.searchers.base import Action, Create, Searcher, Shutdown, rng_from_state, rng_state
 from controlplane.searchers.progress import TrialProgress, length_in_batches
@@ -34,7 +34,7 @@ class PlannedSearcher(Searcher):
     def total(self) -> int:
         raise NotImplementedError
 
-    def hparams(self, index: int) -> dict:
+    def hparams(self, index: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def _limit(self) -> int:
@@ -89,12 +89,12 @@ class PlannedSearcher(Searcher):
                    for r in [*self.outcomes, *self.live])
         return min(done / total, 1.0)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {"created": self.created, "live": list(self.live), "outcomes": dict(self.outcomes),
                 "shut_down": self.shut_down, "rng": rng_state(self.rng)}
 
     @classmethod
-    def restore(cls, cfg: ExperimentConfig, snap: dict) -> PlannedSearcher:
+    def restore(cls, cfg: ExperimentConfig, snap: dict[str, Any]) -> PlannedSearcher:
         s = cls(cfg)
         s.created = snap["created"]
         s.live = list(snap["live"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from controlplane.searchers.planned import PlannedSearcher
 from controlplane.searchers.sampling import sample
 
@@ -10,5 +12,5 @@ class RandomSearcher(PlannedSearcher):
     def total(self) -> int:
         return self.cfg.searcher.max_trials or 1
 
-    def hparams(self, index: int) -> dict:
+    def hparams(self, index: int) -> dict[str, Any]:
         return sample(self.cfg.hyperparameters, self.rng)

@@ -9,7 +9,7 @@ from controlplane.config.errors import ConfigError
 from controlplane.config.hyperparameters import Categorical, Const, DoubleRange, Hparam, IntRange, LogRange
 
 
-def sample(hps: dict[str, Hparam], rng: random.Random) -> dict:
+def sample(hps: dict[str, Hparam], rng: random.Random) -> dict[str, Any]:
     """Keys in sorted order, so a seed gives the same values whatever the YAML's key order."""
     out: dict[str, Any] = {}
     for key in sorted(hps):
@@ -29,7 +29,7 @@ def sample(hps: dict[str, Hparam], rng: random.Random) -> dict:
     return out
 
 
-def center(hps: dict[str, Hparam]) -> dict:
+def center(hps: dict[str, Hparam]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in sorted(hps):
         hp = hps[key]
@@ -63,7 +63,7 @@ def _axis_length(hp: Hparam, path: str) -> int:
     return hp.count
 
 
-def _axis(hp: Hparam, path: str) -> list:
+def _axis(hp: Hparam, path: str) -> list[Any]:
     if isinstance(hp, Const):
         return [hp.val]
     if isinstance(hp, Categorical):
@@ -114,7 +114,7 @@ class Grid:
     def __len__(self) -> int:
         return self.size
 
-    def point(self, index: int) -> dict:
+    def point(self, index: int) -> dict[str, Any]:
         if not 0 <= index < self.size:
             raise IndexError(index)
         values = []
@@ -131,7 +131,7 @@ class Grid:
         return point
 
 
-def grid(hps: dict[str, Hparam]) -> list[dict]:
+def grid(hps: dict[str, Hparam]) -> list[dict[str, Any]]:
     """Every combination, nested groups rebuilt as nested dicts (small grids and tests only)."""
     g = Grid(hps)
     return [g.point(i) for i in range(len(g))]

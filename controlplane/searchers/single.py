@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from controlplane.searchers.planned import PlannedSearcher
 from controlplane.searchers.sampling import center
 
@@ -10,5 +12,5 @@ class SingleSearcher(PlannedSearcher):
     def total(self) -> int:
         return 1
 
-    def hparams(self, index: int) -> dict:
+    def hparams(self, index: int) -> dict[str, Any]:
         return center(self.cfg.hyperparameters)

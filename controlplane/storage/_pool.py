@@ -7,7 +7,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 
-def run_all(fn: Callable[..., Any], items: Sequence[tuple], max_workers: int) -> None:
+def run_all(fn: Callable[..., Any], items: Sequence[tuple[Any, ...]], max_workers: int) -> None:
     """Calls ``fn(*item)`` for every item on up to ``max_workers`` threads.
 
     Returns once all succeeded. On the first failure the items not yet started are dropped, the

@@ -10,6 +10,7 @@ other credentials.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from controlplane.storage.base import StorageManager
 from controlplane.storage.shared_fs import LocalDirectoryStorage
@@ -23,7 +24,7 @@ _CLOUD_KEYS = {
 }
 
 
-def from_config(cfg: dict | str | Path | None, default_dir: Path, *,
+def from_config(cfg: dict[str, Any] | str | Path | None, default_dir: Path, *,
                 transfer: TransferSettings | None = None, in_container: bool = False) -> StorageManager:
     """The storage of an experiment's ``checkpoint_storage`` (a dict), or a plain directory
     (str/Path, as ``core.init(checkpoint_storage=...)`` accepts); None → ``default_dir``.
@@ -57,7 +58,7 @@ def from_config(cfg: dict | str | Path | None, default_dir: Path, *,
     raise ValueError(f"checkpoint_storage.type {kind!r} is not supported (shared_fs, directory, s3, gcs)")
 
 
-def _cloud_options(kind: str, cfg: dict) -> dict:
+def _cloud_options(kind: str, cfg: dict[str, Any]) -> dict[str, Any]:
     allowed = _CLOUD_KEYS[kind]
     unknown = sorted(set(cfg) - allowed - GC_KEYS - {"type"})
     if unknown:

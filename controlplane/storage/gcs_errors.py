@@ -5,6 +5,8 @@ GCS status codes: https://cloud.google.com/storage/docs/json_api/v1/status-codes
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from controlplane.common.gcp_errors import parse
 from controlplane.storage.errors import (
     AccessDenied,
@@ -49,6 +51,7 @@ def _short(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def gcs_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):
+def gcs_errors(*, bucket: str, where: str,
+               missing: type[StorageError] = BucketNotFound) -> AbstractContextManager[None]:
     """Raises the taxonomy error for any GCS error inside the block (chained to the original)."""
     return translated(translate, bucket=bucket, where=where, missing=missing)

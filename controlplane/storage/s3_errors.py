@@ -5,6 +5,8 @@ S3 error codes: https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.h
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from controlplane.common.aws_errors import parse
 from controlplane.storage.errors import (
     AccessDenied,
@@ -55,6 +57,7 @@ def translate(exc: BaseException, *, bucket: str, where: str,
     return StorageError(f"S3 request for {where} failed ({failure.message})")
 
 
-def s3_errors(*, bucket: str, where: str, missing: type[StorageError] = BucketNotFound):
+def s3_errors(*, bucket: str, where: str,
+              missing: type[StorageError] = BucketNotFound) -> AbstractContextManager[None]:
     """Raises the taxonomy error for any S3 error inside the block (chained to the original)."""
     return translated(translate, bucket=bucket, where=where, missing=missing)

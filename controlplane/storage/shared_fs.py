@@ -15,8 +15,9 @@ import contextlib
 import os
 import shutil
 import uuid as uuidlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from controlplane.storage.base import StorageManager, check_uuid, directory_resources
 from controlplane.storage.errors import CheckpointNotFound
@@ -77,7 +78,8 @@ class LocalDirectoryStorage(StorageManager):
         yield self._existing(ckpt_uuid)
 
     def delete(self, ckpt_uuid: str) -> None:
-        def writable_again(func, target, exc_info) -> None:  # a published checkpoint is read-only
+        # a published checkpoint is read-only
+        def writable_again(func: Callable[..., Any], target: str, exc_info: Any) -> None:
             if isinstance(exc_info[1], FileNotFoundError):
                 return
             if not isinstance(exc_info[1], PermissionError):

@@ -24,6 +24,8 @@ The master treats a repeated TaskExited for the same allocation as a no-op.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 PROTOCOL_VERSION = 1
@@ -73,7 +75,7 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # GET /api/v1/tasks/{task_id}/context_directory (allocation token) when it has no copy.
     context_hash: str = ""
     # Content of info/trial.json (reference §4.3); None for non-trial tasks.
-    trial_info: dict | None = None
+    trial_info: dict[str, Any] | None = None
     kill_grace_seconds: float = 10.0
     # A gang across agents: this agent runs rank `rank` of len(container_addrs) (rendezvous.json).
     rank: int = 0

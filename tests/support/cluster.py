@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
 import yaml
@@ -78,7 +79,7 @@ def login(url: str, username: str = "determined", password: str = "") -> str:
     return r.json()["token"]
 
 
-def _stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float = 15.0) -> None:
+def _stop_group(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait_s: float = 15.0) -> None:
     if proc.poll() is not None:
         return
     try:
@@ -95,7 +96,7 @@ def _stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait_s: float
 class _Managed:
     """A child process in its own process group, stopped with the whole group."""
 
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[Any] | None = None
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -107,7 +108,8 @@ class _Managed:
 
 
 class MasterProcess(_Managed):
-    def __init__(self, data_dir: Path, db_url: str, *, port: int | None = None, extra: dict | None = None) -> None:
+    def __init__(self, data_dir: Path, db_url: str, *, port: int | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         self.data_dir = data_dir
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -123,7 +125,7 @@ class MasterProcess(_Managed):
         self.config_path = data_dir / "master.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = data_dir / "master.log"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[Any] | None = None
 
     def start(self, timeout_s: float = 60.0) -> MasterProcess:
         log = open(self.log_path, "ab")
@@ -151,7 +153,7 @@ class AgentProcess(_Managed):
     def __init__(self, master: MasterProcess, agent_id: str, slots: int, work_dir: Path) -> None:
         self.master, self.agent_id, self.slots, self.work_dir = master, agent_id, slots, work_dir
         self.log_path = work_dir / f"{agent_id}.log"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[Any] | None = None
 
     def start(self) -> AgentProcess:
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, proc: subprocess.Popen | None, timeout_s: float = 20.0) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen[Any] | None, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -60,7 +60,7 @@ def _wait_ready(url: str, proc: subprocess.Popen | None, timeout_s: float = 20.0
 
 
 @contextlib.contextmanager
-def _child(cmd: list[str], ready_url: str) -> Iterator[subprocess.Popen]:
+def _child(cmd: list[str], ready_url: str) -> Iterator[subprocess.Popen[Any]]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_ready(ready_url, proc)
@@ -101,7 +101,7 @@ class S3Bucket:
 
     endpoint_url: str
     name: str
-    config: dict = field(init=False)
+    config: dict[str, Any] = field(init=False)
     _client: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -141,7 +141,7 @@ class GCSBucket:
 
     emulator_url: str
     name: str
-    config: dict = field(init=False)
+    config: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.config = {"type": "gcs", "bucket": self.name}

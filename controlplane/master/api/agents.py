@@ -15,10 +15,11 @@ from functools import partial
 from typing import Annotated
 
 import msgspec
-from litestar import Request, WebSocket, get, post, websocket
+from litestar import get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import iso
 from controlplane.master.agent_hub import AgentConnection
@@ -29,7 +30,9 @@ from controlplane.master.authz import Action, opt
 from controlplane.master.db import outage
 from controlplane.master.db.models import Agent, Allocation
 from controlplane.master.errors import NotFound
+from controlplane.master.http_types import AnyRequest, AnyWebSocket
 from controlplane.master.orchestration import gang
+from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import logs as log_service
 from controlplane.master.services.paging import Pagination, page_size, pagination
 from controlplane.state import allocation as A
@@ -41,7 +44,7 @@ CLOSE_BAD_TOKEN = 4401
 CLOSE_BAD_MESSAGE = 4400
 
 
-async def _writer(socket: WebSocket, conn: AgentConnection) -> None:
+async def _writer(socket: AnyWebSocket, conn: AgentConnection) -> None:
     while True:
         msg = await conn.outbox.get()
         if msg is None:  # replaced by a newer connection of the same agent
@@ -51,7 +54,7 @@ async def _writer(socket: WebSocket, conn: AgentConnection) -> None:
 
 
 @websocket("/agents/ws", name="agent-socket", opt=opt(Action.AGENT))
-async def agent_socket(socket: WebSocket) -> None:
+async def agent_socket(socket: AnyWebSocket) -> None:
     rt = socket.app.state.runtime
     token = bearer_token(socket.headers.get("authorization")) or ""
     await socket.accept()
@@ -116,7 +119,7 @@ class _Deferred(Exception):
     """This agent's inbox still holds messages: its registration is recorded after them."""
 
 
-async def _apply(rt, agent_id: str, item: object) -> None:
+async def _apply(rt: MasterRuntime, agent_id: str, item: object) -> None:
     """One message from an agent's inbox (orchestration/agent_inbox.py)."""
     if isinstance(item, RecordRegistration):
         registered = await rt.orchestrator.agent_registered(item.conn, item.register)
@@ -137,7 +140,7 @@ async def _apply(rt, agent_id: str, item: object) -> None:
         await rt.orchestrator.agent_interrupted(agent_id, msg.reason)
 
 
-async def _close_quietly(socket: WebSocket, code: int, reason: str) -> None:
+async def _close_quietly(socket: AnyWebSocket, code: int, reason: str) -> None:
     try:
         await socket.close(code=code, reason=reason[:120])
     except Exception:  # noqa: BLE001 - already closed by the peer
@@ -241,7 +244,7 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool,
 
 @get("/api/v1/agents", operation_id="GetAgents", opt=opt(Action.VIEW), tags=["agents"])
 async def list_agents(
-    request: Request,
+    request: AnyRequest,
     offset: Offset = 0,
     limit: Limit = 0,
     show_all: Annotated[bool, QueryParameter(name="all", description=(
@@ -263,7 +266,7 @@ async def list_agents(
                              pagination=pagination(offset, limit, total, len(agents)))
 
 
-async def _slot_use(session) -> dict[str, dict[int, str]]:
+async def _slot_use(session: AsyncSession) -> dict[str, dict[int, str]]:
     use: dict[str, dict[int, str]] = {}
     for alloc in (await session.scalars(select(Allocation).where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
         for r in gang.resources_of(alloc):
@@ -272,7 +275,7 @@ async def _slot_use(session) -> dict[str, dict[int, str]]:
     return use
 
 
-async def _set_enabled(request: Request, agent_id: str, enable: bool, drain: bool) -> AgentResponse:
+async def _set_enabled(request: AnyRequest, agent_id: str, enable: bool, drain: bool) -> AgentResponse:
     user_of(request)
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
@@ -294,14 +297,15 @@ async def _set_enabled(request: Request, agent_id: str, enable: bool, drain: boo
 
 @post("/api/v1/agents/{agent_id:str}/enable", operation_id="EnableAgent", tags=["agents"],
       opt=opt(Action.ADMINISTER), status_code=200, name="agent-enable")
-async def enable_agent(request: Request, agent_id: AgentId, data: ToggleAgentRequest | None = None) -> AgentResponse:
+async def enable_agent(request: AnyRequest, agent_id: AgentId, data: ToggleAgentRequest | None = None) -> AgentResponse:
     """The agent takes new work again."""
     return await _set_enabled(request, agent_id, True, False)
 
 
 @post("/api/v1/agents/{agent_id:str}/disable", operation_id="DisableAgent", tags=["agents"],
       opt=opt(Action.ADMINISTER), status_code=200, name="agent-disable")
-async def disable_agent(request: Request, agent_id: AgentId, data: ToggleAgentRequest | None = None) -> AgentResponse:
+async def disable_agent(request: AnyRequest, agent_id: AgentId,
+                        data: ToggleAgentRequest | None = None) -> AgentResponse:
     """No new work; without drain, running work is preempted (it checkpoints and resumes
     elsewhere); with drain, it finishes here."""
     return await _set_enabled(request, agent_id, False, bool(data and data.drain))
@@ -322,7 +326,7 @@ class SlotResponse(msgspec.Struct, rename="camel", kw_only=True):
 SlotId = Annotated[int, Parameter(ge=0, le=2**31 - 1, description="the slot's id on its agent")]
 
 
-async def _set_slot(request: Request, agent_id: str, slot_id: int, enable: bool, drain: bool) -> SlotResponse:
+async def _set_slot(request: AnyRequest, agent_id: str, slot_id: int, enable: bool, drain: bool) -> SlotResponse:
     """A disabled slot takes no new work (``orchestration/snapshot.py`` leaves it out); without
     drain, work running on it is preempted (it checkpoints and resumes elsewhere)."""
     user_of(request)
@@ -352,14 +356,14 @@ async def _set_slot(request: Request, agent_id: str, slot_id: int, enable: bool,
 
 @post("/api/v1/agents/{agent_id:str}/slots/{slot_id:int}/enable", operation_id="EnableSlot", tags=["agents"],
       opt=opt(Action.ADMINISTER), status_code=200)
-async def enable_slot(request: Request, agent_id: AgentId, slot_id: SlotId) -> SlotResponse:
+async def enable_slot(request: AnyRequest, agent_id: AgentId, slot_id: SlotId) -> SlotResponse:
     """The slot takes new work again."""
     return await _set_slot(request, agent_id, slot_id, True, False)
 
 
 @post("/api/v1/agents/{agent_id:str}/slots/{slot_id:int}/disable", operation_id="DisableSlot", tags=["agents"],
       opt=opt(Action.ADMINISTER), status_code=200)
-async def disable_slot(request: Request, agent_id: AgentId, slot_id: SlotId,
+async def disable_slot(request: AnyRequest, agent_id: AgentId, slot_id: SlotId,
                        data: DisableSlotRequest | None = None) -> SlotResponse:
     """No new work on the slot; without drain, work running on it is preempted."""
     return await _set_slot(request, agent_id, slot_id, False, bool(data and data.drain))

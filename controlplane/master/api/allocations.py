@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, get, post
+from litestar import get, post
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import select, update
 
@@ -17,6 +17,7 @@ from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import Conflict, NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration import rendezvous as rendezvous_info
 from controlplane.master.principals import Principal
@@ -80,7 +81,7 @@ async def _check_owner(rt: MasterRuntime, principal: Principal, alloc_id: str) -
 
 @get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal",
      opt=opt(Action.TASK_READ, ("allocation", "alloc_id")), tags=["allocations"])
-async def preemption_signal(request: Request, alloc_id: AllocId,
+async def preemption_signal(request: AnyRequest, alloc_id: AllocId,
                             timeout_seconds: Seconds = None,
                             timeout_seconds_camel: Annotated[float | None, QueryParameter(
                                 name="timeoutSeconds", ge=0, le=2**31 - 1)] = None) -> PreemptionResponse:
@@ -97,7 +98,7 @@ async def preemption_signal(request: Request, alloc_id: AllocId,
 
 @post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal",
       opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
-async def ack_preemption(request: Request, alloc_id: AllocId,
+async def ack_preemption(request: AnyRequest, alloc_id: AllocId,
                          data: AckPreemptionRequest | None = None) -> dict[str, Any]:
     """Acknowledged while the allocation lives (an ack for an ended one is a 409)."""
     rt = runtime_of(request)
@@ -112,7 +113,7 @@ async def ack_preemption(request: Request, alloc_id: AllocId,
 
 @post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData",
       opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
-async def accelerator_data(request: Request, alloc_id: AllocId,
+async def accelerator_data(request: AnyRequest, alloc_id: AllocId,
                            data: AcceleratorDataRequest | None = None) -> dict[str, Any]:
     await _check_owner(runtime_of(request), principal_of(request), alloc_id)
     return {}
@@ -121,7 +122,7 @@ async def accelerator_data(request: Request, alloc_id: AllocId,
 @get("/api/v1/allocations/{alloc_id:str}/resources/{resources_id:str}/rendezvous",
      operation_id="AllocationRendezvousInfo", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
      tags=["allocations"])
-async def rendezvous(request: Request, alloc_id: AllocId,
+async def rendezvous(request: AnyRequest, alloc_id: AllocId,
                      resources_id: Annotated[str, Parameter(max_length=255, pattern=NO_NUL)]) -> dict[str, Any]:
     """Determined's v1RendezvousInfo for one container of the gang (``resources_id`` is its
     DET_RESOURCES_ID, or its rank): every container's address and slot count and its own rank,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 from sqlalchemy import select
 
@@ -21,6 +20,7 @@ from controlplane.master import browser_session as webui_session
 from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
 from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Forbidden, Unauthenticated
+from controlplane.master.http_types import AnyConnection
 from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import user_for_token
@@ -39,11 +39,11 @@ def bearer_token(value: str | None) -> str | None:
     return token.strip()
 
 
-def runtime_of(request: ASGIConnection) -> MasterRuntime:
+def runtime_of(request: AnyConnection) -> MasterRuntime:
     return request.app.state.runtime
 
 
-async def current_user(request: ASGIConnection) -> AuthedUser:
+async def current_user(request: AnyConnection) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         token = webui_session.cookie_token(request)
@@ -54,7 +54,7 @@ async def current_user(request: ASGIConnection) -> AuthedUser:
     return await user_for(request, token)
 
 
-async def user_for(connection: ASGIConnection, token: str) -> AuthedUser:
+async def user_for(connection: AnyConnection, token: str) -> AuthedUser:
     """The signed-in user a user token names (cached), or 401."""
     key = token_hash(token)
     user = USER_TOKENS.get(key)
@@ -68,7 +68,7 @@ async def user_for(connection: ASGIConnection, token: str) -> AuthedUser:
     return user
 
 
-async def current_task(request: ASGIConnection) -> TaskPrincipal | None:
+async def current_task(request: AnyConnection) -> TaskPrincipal | None:
     token = bearer_token(request.headers.get(ALLOCATION_HEADER))
     if token is None:
         return None
@@ -106,7 +106,7 @@ def run_id_of(allocation_id: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-async def user_or_task(request: ASGIConnection) -> AuthedUser | TaskPrincipal:
+async def user_or_task(request: AnyConnection) -> AuthedUser | TaskPrincipal:
     task = await current_task(request)
     if task is not None:
         return task
@@ -132,7 +132,7 @@ def route_action(handler: BaseRouteHandler) -> Action | None:
     return action if isinstance(action, Action) else None
 
 
-async def authorize_route(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+async def authorize_route(connection: AnyConnection, handler: BaseRouteHandler) -> None:
     """Litestar guard for every route: authenticate, then the role part of the table."""
     action = route_action(handler)
     if action is None:
@@ -161,18 +161,18 @@ def _check_task_scope(task: TaskPrincipal, handler: BaseRouteHandler, params: di
         raise Forbidden(f"this allocation token is not valid for {kind} {got}")
 
 
-def _is_docs(connection: ASGIConnection) -> bool:
+def _is_docs(connection: AnyConnection) -> bool:
     """The OpenAPI schema and its docs page (served under /docs by Litestar's plugin)."""
     path = connection.url.path
     return path == "/docs" or path.startswith("/docs/")
 
 
-def principal_of(request: ASGIConnection) -> Principal:
+def principal_of(request: AnyConnection) -> Principal:
     """The caller the guard authenticated for this request."""
     return request.state.principal
 
 
-def user_of(request: ASGIConnection) -> AuthedUser:
+def user_of(request: AnyConnection) -> AuthedUser:
     principal = principal_of(request)
     if not isinstance(principal, AuthedUser):
         raise Forbidden("this route needs a user token, not a task token")

@@ -12,8 +12,9 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from litestar import Request, get
+from litestar import get
 from litestar.background_tasks import BackgroundTask
 from litestar.response import File
 
@@ -22,6 +23,8 @@ from controlplane.master.api.params import CheckpointUuid
 from controlplane.master.authz import Action, opt
 from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.errors import ApiError, Conflict, NotFound
+from controlplane.master.http_types import AnyRequest
+from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.services import checkpoints as svc
 
 
@@ -29,7 +32,8 @@ class StorageFailed(ApiError):
     status = 502
 
 
-def _pack(rt, storage_config: dict, uuid: str, work: Path, digests: dict | None) -> Path:
+def _pack(rt: RuntimeCore, storage_config: dict[str, Any], uuid: str, work: Path,
+          digests: dict[str, Any] | None) -> Path:
     from controlplane.storage import CheckpointChanged, CheckpointNotFound, StorageError
     from controlplane.storage.digests import verify
 
@@ -52,7 +56,7 @@ def _pack(rt, storage_config: dict, uuid: str, work: Path, digests: dict | None)
 
 @get("/checkpoints/{ckpt_uuid:str}", operation_id="DownloadCheckpoint", opt=opt(Action.VIEW, "body"),
      tags=["checkpoints"])
-async def download(request: Request, ckpt_uuid: CheckpointUuid) -> File:
+async def download(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> File:
     rt = runtime_of(request)
     ckpt, _config, _ = await svc.get_checkpoint(rt, principal_of(request), ckpt_uuid)
     if ckpt.state in (gc.DELETED, gc.DELETING):

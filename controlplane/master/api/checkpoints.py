@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, delete, get, post
+from litestar import delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
@@ -26,6 +26,7 @@ from controlplane.master.api.params import (
 from controlplane.master.api.serializers import checkpoint_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.checkpoint_gc import collect as gc
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import checkpoints as svc
 
 SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
@@ -33,21 +34,21 @@ SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
 
 @post("/api/v1/checkpoints", operation_id="ReportCheckpoint", opt=opt(Action.TASK_REPORT, "body"), tags=["checkpoints"],
       status_code=200, request_max_body_size=128 * 1024 * 1024)  # up to 1,000,000 files listed
-async def report(request: Request, data: svc.ReportCheckpointRequest) -> dict[str, Any]:
+async def report(request: AnyRequest, data: svc.ReportCheckpointRequest) -> dict[str, Any]:
     await svc.report_checkpoint(runtime_of(request), principal_of(request), data)
     return {}
 
 
 @get("/api/v1/checkpoints/{ckpt_uuid:str}", operation_id="GetCheckpoint", opt=opt(Action.VIEW, "body"),
      tags=["checkpoints"])
-async def get_checkpoint(request: Request, ckpt_uuid: CheckpointUuid) -> dict[str, Any]:
+async def get_checkpoint(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> dict[str, Any]:
     ckpt, config, validation = await svc.get_checkpoint(runtime_of(request), principal_of(request), ckpt_uuid)
     return {"checkpoint": checkpoint_json(ckpt, config, validation)}
 
 
 @post("/api/v1/checkpoints/{checkpoint_uuid:str}/metadata", operation_id="PostCheckpointMetadata",
       opt=opt(Action.EDIT), tags=["checkpoints"], status_code=200)
-async def post_metadata(request: Request, checkpoint_uuid: CheckpointUuid,
+async def post_metadata(request: AnyRequest, checkpoint_uuid: CheckpointUuid,
                         data: svc.PostCheckpointMetadataRequest) -> dict[str, Any]:
     """``checkpoint.add_metadata``: the checkpoint's metadata becomes the one sent (owner or admin)."""
     ckpt, config, validation = await svc.set_metadata(runtime_of(request), principal_of(request), checkpoint_uuid,
@@ -55,12 +56,12 @@ async def post_metadata(request: Request, checkpoint_uuid: CheckpointUuid,
     return {"checkpoint": checkpoint_json(ckpt, config, validation)}
 
 
-def _sorted(rows: list, config: dict, sort_by: str | None, order_by: str | None) -> list:
+def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_by: str | None) -> list[Any]:
     if sort_by == SORT_BY_SEARCHER_METRIC:
         s = config.get("searcher") or {}
         metric, smaller = s.get("metric", ""), bool(s.get("smaller_is_better", True))
 
-        def key(row):
+        def key(row: Any) -> tuple[int, float]:
             value = decode_nonfinite((row[1] or {}).get(metric))
             if not isinstance(value, (int, float)) or value != value:
                 return (1, 0.0)
@@ -72,7 +73,7 @@ def _sorted(rows: list, config: dict, sort_by: str | None, order_by: str | None)
     return rows
 
 
-def _page(rows: list, config: dict, offset: int, limit: int) -> dict[str, Any]:
+def _page(rows: list[Any], config: dict[str, Any], offset: int, limit: int) -> dict[str, Any]:
     page = rows[offset:offset + page_limit(limit)]
     return {"checkpoints": [checkpoint_json(c, config, v) for c, v in page],
             "pagination": pagination(offset, limit, len(rows), len(page))}
@@ -80,7 +81,8 @@ def _page(rows: list, config: dict, offset: int, limit: int) -> dict[str, Any]:
 
 @get("/api/v1/experiments/{exp_id:int}/checkpoints", operation_id="GetExperimentCheckpoints", opt=opt(Action.VIEW),
      tags=["experiments"])
-async def experiment_checkpoints(request: Request, exp_id: ExperimentId, limit: ListLimit = 0, offset: ListOffset = 0,
+async def experiment_checkpoints(request: AnyRequest, exp_id: ExperimentId, limit: ListLimit = 0,
+                                 offset: ListOffset = 0,
                                  sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> dict[str, Any]:
     rows, config = await svc.list_checkpoints(runtime_of(request), experiment_id=exp_id)
     return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
@@ -88,7 +90,7 @@ async def experiment_checkpoints(request: Request, exp_id: ExperimentId, limit: 
 
 @get("/api/v1/trials/{trial_id:int}/checkpoints", operation_id="GetTrialCheckpoints",
      opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def trial_checkpoints(request: Request, trial_id: TrialId, limit: ListLimit = 0, offset: ListOffset = 0,
+async def trial_checkpoints(request: AnyRequest, trial_id: TrialId, limit: ListLimit = 0, offset: ListOffset = 0,
                             sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> dict[str, Any]:
     rows, config = await svc.list_checkpoints(runtime_of(request), trial_id=trial_id)
     return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
@@ -96,7 +98,7 @@ async def trial_checkpoints(request: Request, trial_id: TrialId, limit: ListLimi
 
 @delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", opt=opt(Action.EDIT), tags=["checkpoints"],
         status_code=200)
-async def delete_checkpoints(request: Request, data: svc.DeleteCheckpointsRequest) -> dict[str, Any]:
+async def delete_checkpoints(request: AnyRequest, data: svc.DeleteCheckpointsRequest) -> dict[str, Any]:
     """`det checkpoint rm`: mark, delete the files, record; what fails stays marked and is retried."""
     user = user_of(request)
     uuids = list(dict.fromkeys(data.checkpoint_uuids))

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, get, post
+from litestar import get, post
 from litestar.params import Parameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.pai import AfterQuery, LogLimit
 from controlplane.master.api.params import ListLimit, ListOffset, page_limit
 from controlplane.master.authz import Action, opt
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import commands as svc
 
 CommandId = Annotated[str, Parameter(min_length=1, max_length=64, pattern=r"^[0-9a-fA-F-]+$",
@@ -24,32 +25,32 @@ CommandId = Annotated[str, Parameter(min_length=1, max_length=64, pattern=r"^[0-
 MAX_BODY = 300 * 1024 * 1024  # a context of up to 95 MiB, base64-encoded
 
 
-def _routes(kind: str) -> list:
+def _routes(kind: str) -> list[Any]:
     plural, title = f"{kind}s", kind.capitalize()
 
     @post(f"/api/v1/{plural}", operation_id=f"Launch{title}", opt=opt(Action.CREATE), tags=[plural],
           status_code=200, request_max_body_size=MAX_BODY, name=f"launch-{kind}")
-    async def launch(request: Request, data: svc.LaunchRequest) -> dict[str, Any]:
+    async def launch(request: AnyRequest, data: svc.LaunchRequest) -> dict[str, Any]:
         return {kind: await svc.launch(runtime_of(request), user_of(request), kind, data), "warnings": []}
 
     @get(f"/api/v1/{plural}", operation_id=f"Get{title}s", opt=opt(Action.VIEW), tags=[plural],
          name=f"list-{kind}s")
-    async def list_them(request: Request, limit: ListLimit = 0, offset: ListOffset = 0) -> dict[str, Any]:
+    async def list_them(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0) -> dict[str, Any]:
         return await svc.list_kind(runtime_of(request), principal_of(request), kind, offset, page_limit(limit))
 
     @get(f"/api/v1/{plural}/{{command_id:str}}", operation_id=f"Get{title}", opt=opt(Action.VIEW), tags=[plural],
          name=f"get-{kind}")
-    async def get_one(request: Request, command_id: CommandId) -> dict[str, Any]:
+    async def get_one(request: AnyRequest, command_id: CommandId) -> dict[str, Any]:
         return {kind: await svc.get(runtime_of(request), principal_of(request), kind, command_id)}
 
     @post(f"/api/v1/{plural}/{{command_id:str}}/kill", operation_id=f"Kill{title}", opt=opt(Action.EDIT),
           tags=[plural], status_code=200, name=f"kill-{kind}")
-    async def kill(request: Request, command_id: CommandId) -> dict[str, Any]:
+    async def kill(request: AnyRequest, command_id: CommandId) -> dict[str, Any]:
         return {kind: await svc.kill(runtime_of(request), principal_of(request), kind, command_id)}
 
     @get(f"/api/v1/{plural}/{{command_id:str}}/logs", operation_id=f"Get{title}Logs", opt=opt(Action.VIEW),
          tags=[plural], name=f"logs-{kind}")
-    async def logs(request: Request, command_id: CommandId, after: AfterQuery = 0,
+    async def logs(request: AnyRequest, command_id: CommandId, after: AfterQuery = 0,
                    limit: LogLimit = 1000) -> svc.pai_svc.JobLogs:
         return await svc.logs(runtime_of(request), kind, command_id, after, limit)
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, delete, post, put
+from litestar import delete, post, put
 from litestar.params import Parameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.experiments import experiment_answer
 from controlplane.master.api.params import ExperimentId, TrialId
 from controlplane.master.authz import Action, opt
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import user_requests
 from controlplane.master.services import experiment_changes as svc
 
@@ -23,7 +24,7 @@ EXPERIMENT = "/api/v1/experiments/{exp_id:int}"
 
 @post(f"{EXPERIMENT}/archive", operation_id="ArchiveExperiment", opt=opt(Action.EDIT), tags=["experiments"],
       status_code=200)
-async def archive(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+async def archive(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
     """Only an ended experiment; archived experiments leave ``det e list`` (``--all`` shows them)."""
     await svc.set_archived(runtime_of(request), principal_of(request), exp_id, True)
     return {}
@@ -31,25 +32,25 @@ async def archive(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
 
 @post(f"{EXPERIMENT}/unarchive", operation_id="UnarchiveExperiment", opt=opt(Action.EDIT), tags=["experiments"],
       status_code=200)
-async def unarchive(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+async def unarchive(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
     await svc.set_archived(runtime_of(request), principal_of(request), exp_id, False)
     return {}
 
 
 @put(f"{EXPERIMENT}/labels/{{label:str}}", operation_id="PutExperimentLabel", opt=opt(Action.EDIT),
      tags=["experiments"], status_code=200)
-async def put_label(request: Request, exp_id: ExperimentId, label: Label) -> dict[str, Any]:
+async def put_label(request: AnyRequest, exp_id: ExperimentId, label: Label) -> dict[str, Any]:
     return {"labels": await svc.change_label(runtime_of(request), principal_of(request), exp_id, label, True)}
 
 
 @delete(f"{EXPERIMENT}/labels/{{label:str}}", operation_id="DeleteExperimentLabel", opt=opt(Action.EDIT),
         tags=["experiments"], status_code=200)
-async def delete_label(request: Request, exp_id: ExperimentId, label: Label) -> dict[str, Any]:
+async def delete_label(request: AnyRequest, exp_id: ExperimentId, label: Label) -> dict[str, Any]:
     return {"labels": await svc.change_label(runtime_of(request), principal_of(request), exp_id, label, False)}
 
 
 @delete(EXPERIMENT, operation_id="DeleteExperiment", opt=opt(Action.EDIT), tags=["experiments"], status_code=200)
-async def delete_experiment(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+async def delete_experiment(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
     """An ended experiment (else 409), with its checkpoints' files, trials, metrics and logs.
     ``state``: ``STATE_DELETED``, or ``STATE_DELETE_FAILED`` when some checkpoint files could not be
     deleted (they stay marked and are retried; deleting it again finishes)."""
@@ -59,7 +60,7 @@ async def delete_experiment(request: Request, exp_id: ExperimentId) -> dict[str,
 
 @post("/api/v1/experiments/continue", operation_id="ContinueExperiment", opt=opt(Action.EDIT),
       tags=["experiments"], status_code=200)
-async def continue_experiment(request: Request, data: svc.ContinueExperimentRequest) -> dict[str, Any]:
+async def continue_experiment(request: AnyRequest, data: svc.ContinueExperimentRequest) -> dict[str, Any]:
     """Determined's ContinueExperiment: an ended single, grid or random experiment runs its
     unfinished trials again (a single one: its trial, with ``overrideConfig`` merged over its
     config), each from its latest checkpoint."""
@@ -72,7 +73,7 @@ async def continue_experiment(request: Request, data: svc.ContinueExperimentRequ
 
 @post("/api/v1/trials/{trial_id:int}/kill", operation_id="KillTrial", opt=opt(Action.EDIT), tags=["trials"],
       status_code=200)
-async def kill_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
+async def kill_trial(request: AnyRequest, trial_id: TrialId) -> dict[str, Any]:
     """The trial stops (CANCELED) and the search goes on without it; an ended trial is left as it is."""
     rt = runtime_of(request)
     await user_requests.kill_trial(rt.orchestrator, principal_of(request), trial_id)

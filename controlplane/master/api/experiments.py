@@ -10,7 +10,8 @@ import base64
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from litestar import Request, get, post
+from litestar import get, post
+from litestar.handlers import HTTPRouteHandler
 from litestar.params import QueryParameter
 from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,6 +24,7 @@ from controlplane.master.api.serializers import config_json, experiment_json, me
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Metric, Trial, User
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
 from controlplane.master.services import workspaces
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
@@ -33,7 +35,7 @@ ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2
                                                    description="only this project's experiments; 0: all")]
 
 
-async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:
+async def _load(session: AsyncSession, exp_id: int) -> tuple[Experiment, str, list[int]]:
     exp = await session.get(Experiment, exp_id)
     if exp is None:
         raise NotFound(f"experiment {exp_id} not found")
@@ -43,7 +45,7 @@ async def _load(session, exp_id: int) -> tuple[Experiment, str, list[int]]:
     return exp, username, trial_ids
 
 
-async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict]:
+async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict[str, Any]]:
     """One experiment, and its answer with its progress as of now."""
     exp, username, trial_ids = await _load(session, exp_id)
     done = await progress.of_experiments(session, [exp])
@@ -53,7 +55,7 @@ async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experim
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
       status_code=200, request_max_body_size=200 * 1024 * 1024)  # a context of up to 95 MiB, base64-encoded
-async def create(request: Request, data: CreateExperimentRequest) -> dict[str, Any]:
+async def create(request: AnyRequest, data: CreateExperimentRequest) -> dict[str, Any]:
     """``warnings`` is Determined's list of v1LaunchWarning values, which its client maps to fixed
     texts (an unknown value breaks it), so what this master has to say goes in ``warningMessages``."""
     user = user_of(request)
@@ -68,7 +70,7 @@ async def create(request: Request, data: CreateExperimentRequest) -> dict[str, A
 
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
-async def list_experiments(request: Request, limit: ListLimit = 200, offset: ListOffset = 0,
+async def list_experiments(request: AnyRequest, limit: ListLimit = 200, offset: ListOffset = 0,
                            archived: bool | None = None, project_id: ProjectQuery = None) -> dict[str, Any]:
     users = request.query_params.getall("users", [])
     if any("\x00" in u or len(u) > 255 for u in users):
@@ -99,21 +101,21 @@ async def list_experiments(request: Request, limit: ListLimit = 200, offset: Lis
 
 
 @get("/api/v1/experiments/{exp_id:int}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
-async def get_experiment(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+async def get_experiment(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         exp, out = await experiment_answer(session, exp_id)
     return {"experiment": out, "jobSummary": None, "config": config_json(exp)}
 
 
 async def _validation_summaries(session: AsyncSession, trial_ids: list[int], metric: str,
-                                smaller: bool) -> tuple[dict, dict]:
+                                smaller: bool) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
     """Per trial: (best validation, latest validation) as Determined's MetricsWorkload.
 
     Two indexed reads, a row or two per trial however many validations it has: the latest by
     (steps, id), the best at the steps the write path recorded with the searcher metric.
     """
-    best: dict[int, dict] = {}
-    latest: dict[int, dict] = {}
+    best: dict[int, dict[str, Any]] = {}
+    latest: dict[int, dict[str, Any]] = {}
     if not trial_ids:
         return best, latest
     cols = (Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
@@ -138,7 +140,7 @@ async def _validation_summaries(session: AsyncSession, trial_ids: list[int], met
 
 @get("/api/v1/experiments/{exp_id:int}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW),
      tags=["experiments"])
-async def experiment_trials(request: Request, exp_id: ExperimentId, offset: ListOffset = 0,
+async def experiment_trials(request: AnyRequest, exp_id: ExperimentId, offset: ListOffset = 0,
                             limit: ListLimit = 0) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         exp = await session.get(Experiment, exp_id)
@@ -156,7 +158,7 @@ async def experiment_trials(request: Request, exp_id: ExperimentId, offset: List
 
 @get("/api/v1/trials/{trial_id:int}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")),
      tags=["trials"])
-async def get_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
+async def get_trial(request: AnyRequest, trial_id: TrialId) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         trial = await session.get(Trial, trial_id)
         if trial is None:
@@ -169,7 +171,7 @@ async def get_trial(request: Request, trial_id: TrialId) -> dict[str, Any]:
     return {"trial": trial_json(trial, exp.config, best.get(trial_id), latest.get(trial_id), summary)}
 
 
-async def owned_experiment(request: Request, exp_id: int, action: Action) -> Experiment:
+async def owned_experiment(request: AnyRequest, exp_id: int, action: Action) -> Experiment:
     """The experiment, if the caller may ``action`` it (its owner or an admin), else 404/403."""
     async with runtime_of(request).sessions() as session:
         exp = await session.get(Experiment, exp_id)
@@ -179,10 +181,10 @@ async def owned_experiment(request: Request, exp_id: int, action: Action) -> Exp
     return exp
 
 
-def _action(name: str, operation_id: str, method_name: str):
+def _action(name: str, operation_id: str, method_name: str) -> HTTPRouteHandler:
     @post(f"/api/v1/experiments/{{exp_id:int}}/{name}", operation_id=operation_id, tags=["experiments"],
           opt=opt(Action.EDIT), status_code=200, name=f"experiment-{name}")
-    async def handler(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+    async def handler(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
         await owned_experiment(request, exp_id, Action.EDIT)
         await getattr(runtime_of(request).orchestrator, method_name)(exp_id)
         return {}
@@ -198,6 +200,6 @@ cancel = _action("cancel", "CancelExperiment", "kill")
 
 @get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN),
      tags=["experiments"])
-async def model_def(request: Request, exp_id: ExperimentId) -> dict[str, Any]:
+async def model_def(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
     exp = await owned_experiment(request, exp_id, Action.READ_OWN)
     return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}

@@ -7,19 +7,20 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, get
+from litestar import get
 from litestar.params import Parameter
 from litestar.response import Stream
 
 from controlplane.master import log_ring
 from controlplane.master.api.auth_guard import runtime_of, user_of
 from controlplane.master.authz import Action, opt
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services.master_config import effective_config
 from controlplane.version import __version__
 
 
 @get("/info", operation_id="GetInfo", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_info(request: Request) -> dict[str, Any]:
+async def get_info(request: AnyRequest) -> dict[str, Any]:
     rt = runtime_of(request)
     return {
         "version": __version__,
@@ -32,7 +33,7 @@ async def get_info(request: Request) -> dict[str, Any]:
 
 
 @get("/api/v1/master", operation_id="GetMaster", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_master(request: Request) -> dict[str, Any]:
+async def get_master(request: AnyRequest) -> dict[str, Any]:
     rt = runtime_of(request)
     return {
         "version": __version__,
@@ -51,7 +52,7 @@ class MasterConfigResponse(msgspec.Struct, rename="camel", kw_only=True):
 
 
 @get("/api/v1/master/config", operation_id="GetMasterConfig", opt=opt(Action.ADMINISTER), tags=["cluster"])
-async def get_master_config(request: Request) -> MasterConfigResponse:
+async def get_master_config(request: AnyRequest) -> MasterConfigResponse:
     """The effective configuration, every secret masked (``services/master_config.py``)."""
     return MasterConfigResponse(config=effective_config(runtime_of(request).settings))
 
@@ -70,7 +71,7 @@ LogLimit = Annotated[int, Parameter(ge=0, le=MAX_LOG_PAGE, description=f"lines; 
 
 
 @get("/api/v1/master/logs", operation_id="MasterLogs", opt=opt(Action.ADMINISTER), tags=["cluster"])
-async def master_logs(request: Request, offset: LogOffset = 0, limit: LogLimit = 0,
+async def master_logs(request: AnyRequest, offset: LogOffset = 0, limit: LogLimit = 0,
                       follow: bool = False) -> Stream:
     """The master's recent log lines as Determined's stream (NDJSON ``{"result": {"logEntry": ...}}``),
     from the in-memory ring (``log_ring.py``). ``follow`` is accepted but the stream ends with the

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import msgspec
-from litestar import Request, get, patch, post
+from litestar import get, patch, post
 from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
@@ -20,6 +20,7 @@ from controlplane.master.api.serializers import experiment_json, pagination
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Instance, Trial, User
 from controlplane.master.errors import NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
 from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
@@ -35,7 +36,7 @@ class ResourcePoolsResponse(msgspec.Struct, rename="camel", kw_only=True):
 
 
 @get("/api/v1/resource-pools", operation_id="GetResourcePools", opt=opt(Action.VIEW), tags=["cluster"])
-async def resource_pools(request: Request, limit: ListLimit = 0, offset: ListOffset = 0) -> ResourcePoolsResponse:
+async def resource_pools(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0) -> ResourcePoolsResponse:
     """Every configured pool (a handful: the page is cut from master.yaml's list) with its live use."""
     rt = runtime_of(request)
     async with rt.sessions() as session:
@@ -55,7 +56,7 @@ async def resource_pools(request: Request, limit: ListLimit = 0, offset: ListOff
 
 
 @get("/api/v1/job-queues-v2", operation_id="GetJobsV2", opt=opt(Action.VIEW), tags=["jobs"])
-async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset = 0,
+async def jobs_v2(request: AnyRequest, limit: ListLimit = 100, offset: ListOffset = 0,
                   resource_pool: ResourcePoolQuery = None, order_by: OrderBy = None) -> dict[str, Any]:
     rt = runtime_of(request)
     pool = resource_pool or None
@@ -81,7 +82,7 @@ async def jobs_v2(request: Request, limit: ListLimit = 100, offset: ListOffset =
 
 
 @post("/api/v1/job-queues", operation_id="UpdateJobQueue", opt=opt(Action.EDIT), tags=["jobs"], status_code=200)
-async def update_job_queue(request: Request, data: updates.UpdateJobQueueRequest) -> dict[str, Any]:
+async def update_job_queue(request: AnyRequest, data: updates.UpdateJobQueueRequest) -> dict[str, Any]:
     """The whole batch is checked before anything changes, then applied in one transaction."""
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
@@ -94,7 +95,7 @@ async def update_job_queue(request: Request, data: updates.UpdateJobQueueRequest
 
 
 @patch("/api/v1/experiments/{exp_id:int}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
-async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchExperimentRequest) -> dict[str, Any]:
+async def patch_experiment(request: AnyRequest, exp_id: ExperimentId, data: PatchExperimentRequest) -> dict[str, Any]:
     body = data.patch()
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
@@ -130,7 +131,7 @@ async def patch_experiment(request: Request, exp_id: ExperimentId, data: PatchEx
 
 @get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler", opt=opt(Action.VIEW),
      tags=["cluster"])
-async def describe_pool(request: Request, pool_name: str) -> dict[str, Any]:
+async def describe_pool(request: AnyRequest, pool_name: str) -> dict[str, Any]:
     """Instances with state, age and agent; what the autoscaler plans next; why it is not scaling."""
     rt = runtime_of(request)
     pool = rt.settings.pool(pool_name)

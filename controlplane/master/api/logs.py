@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 import msgspec
-from litestar import Request, get, post
+from litestar import get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
@@ -35,6 +35,7 @@ from controlplane.master.api.paging_params import TrialId
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import TaskLog, Trial
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.logs import (
     NO_NUL,
@@ -57,7 +58,7 @@ Order = Literal["ORDER_BY_ASC", "ORDER_BY_DESC", "ORDER_BY_UNSPECIFIED"]
 Filter = Annotated[list[str] | None, Parameter(max_items=64)]
 
 
-def _entry(row: Any) -> dict:  # a TaskLog or a row of its columns
+def _entry(row: Any) -> dict[str, Any]:  # a TaskLog or a row of its columns
     return {
         "id": str(row.id), "trialId": row.trial_id, "timestamp": iso(row.timestamp),
         "level": row.level, "message": format_message(row), "log": row.log, "agentId": row.agent_id,
@@ -78,7 +79,7 @@ FOLLOW_READ_S = 1.0  # a follower reads new lines at most this often (a burst la
 STATE_TTL_S = 1.0  # followers of one trial share one look at its state per this long
 
 
-async def read_page(rt: MasterRuntime, stmt: Select, key: tuple) -> tuple[bytes, int, int | None]:
+async def read_page(rt: MasterRuntime, stmt: Select[Any], key: tuple[Any, ...]) -> tuple[bytes, int, int | None]:
     """One page's NDJSON, its line count and last line id, while the stream has its turn
     (``StreamSlots.turn``): what another reader of the trial read under the same ``key`` (the same
     query, no lines stored since), else read as plain rows (no ORM objects) and encoded in a worker
@@ -127,7 +128,7 @@ def _check_filters(rank_ids: list[int], stdtypes: list[str], levels: list[str]) 
 @get("/api/v1/trials/{trial_id:int}/logs", operation_id="TrialLogs", opt=opt(Action.VIEW, ("trial", "trial_id")),
      tags=["trials"], media_type="application/x-ndjson")
 async def trial_logs(
-    request: Request, trial_id: TrialId, follow: bool = False,
+    request: AnyRequest, trial_id: TrialId, follow: bool = False,
     limit: Annotated[int, Parameter(ge=0, le=MAX_INT64, description="at most this many lines; 0: all")] = 0,
     offset: Annotated[int, Parameter(ge=0, le=MAX_INT64, description="lines to skip first, in the order asked")] = 0,
     order_by: Annotated[Order, QueryParameter(name="orderBy")] = "ORDER_BY_ASC",
@@ -145,7 +146,7 @@ async def trial_logs(
         if await session.get(Trial, trial_id) is None:
             raise NotFound(f"trial {trial_id} not found")
 
-    def base_query() -> Select:
+    def base_query() -> Select[Any]:
         return trial_log_query(trial_id, rank_ids=rank_ids, stdtypes=stdtypes, levels=levels,
                                search_text=search_text or "")
 
@@ -207,7 +208,7 @@ async def trial_logs(
 
 @post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"],
       status_code=200, request_max_body_size=64 * 1024 * 1024)  # up to 10,000 lines
-async def post_logs(request: Request, data: PostTaskLogsRequest) -> dict[str, Any]:
+async def post_logs(request: AnyRequest, data: PostTaskLogsRequest) -> dict[str, Any]:
     """ship_logs.py's path (reference §4.5): a task sends its own lines."""
     await post_task_logs(runtime_of(request), principal_of(request), data)
     return {}

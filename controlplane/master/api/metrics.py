@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, get, post
+from litestar import get, post
 from litestar.params import Parameter
 from sqlalchemy import func, select
 
@@ -19,6 +19,7 @@ from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.principals import TaskPrincipal
 from controlplane.master.services import fencing
 from controlplane.master.services import metrics as svc
@@ -77,7 +78,7 @@ REPORT = opt(Action.TASK_REPORT, ("trial", "trial_id"))
 
 @post("/api/v1/trials/{trial_id:int}/metrics", operation_id="ReportTrialMetrics", opt=REPORT, tags=["trials"],
       status_code=200)
-async def report_metrics(request: Request, trial_id: TrialId, data: svc.ReportTrialMetricsRequest) -> dict[str, Any]:
+async def report_metrics(request: AnyRequest, trial_id: TrialId, data: svc.ReportTrialMetricsRequest) -> dict[str, Any]:
     report = svc.single_report(data)
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
     return {}
@@ -86,14 +87,14 @@ async def report_metrics(request: Request, trial_id: TrialId, data: svc.ReportTr
 @post("/api/v1/trials/{trial_id:int}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=REPORT,
       tags=["trials"], status_code=200, dto=TypedBody[svc.ReportBatchRequest], return_dto=None,
       request_max_body_size=64 * 1024 * 1024)  # up to 100,000 reports
-async def report_metrics_batch(request: Request, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
+async def report_metrics_batch(request: AnyRequest, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, svc.batch_reports(data))
     return {}
 
 
 @post("/api/v1/trials/{trial_id:int}/training_metrics", operation_id="ReportTrialTrainingMetrics", opt=REPORT,
       tags=["trials"], status_code=200)
-async def report_training(request: Request, trial_id: TrialId, data: svc.TrainingMetricsRequest) -> dict[str, Any]:
+async def report_training(request: AnyRequest, trial_id: TrialId, data: svc.TrainingMetricsRequest) -> dict[str, Any]:
     """Determined's older per-group endpoint: ``{"trainingMetrics": v1TrialMetrics}``."""
     report = svc.to_report(data.training_metrics, "training", "trainingMetrics")
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
@@ -102,7 +103,7 @@ async def report_training(request: Request, trial_id: TrialId, data: svc.Trainin
 
 @post("/api/v1/trials/{trial_id:int}/validation_metrics", operation_id="ReportTrialValidationMetrics", opt=REPORT,
       tags=["trials"], status_code=200)
-async def report_validation(request: Request, trial_id: TrialId,
+async def report_validation(request: AnyRequest, trial_id: TrialId,
                             data: svc.ValidationMetricsRequest) -> dict[str, Any]:
     """Determined's older per-group endpoint: ``{"validationMetrics": v1TrialMetrics}``."""
     report = svc.to_report(data.validation_metrics, "validation", "validationMetrics")
@@ -112,7 +113,7 @@ async def report_validation(request: Request, trial_id: TrialId,
 
 @get("/api/v1/trials/{trial_id:int}/metrics", operation_id="GetTrialMetrics",
      opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def get_metrics(request: Request, trial_id: TrialId, group: GroupQuery = None, limit: Limit = 1000,
+async def get_metrics(request: AnyRequest, trial_id: TrialId, group: GroupQuery = None, limit: Limit = 1000,
                       offset: Offset = 0, cursor: Cursor = None) -> svc.MetricsPage:
     """A page of the trial's reports, in (group, step) order or step order within ``group``;
     follow ``nextCursor`` for the next page."""
@@ -122,7 +123,7 @@ async def get_metrics(request: Request, trial_id: TrialId, group: GroupQuery = N
 
 @get("/api/v1/trials/{trial_id:int}/workloads", operation_id="GetTrialWorkloads",
      opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
-async def workloads(request: Request, trial_id: TrialId, limit: Limit = 1000, offset: Offset = 0,
+async def workloads(request: AnyRequest, trial_id: TrialId, limit: Limit = 1000, offset: Offset = 0,
                     cursor: Cursor = None) -> WorkloadsPage:
     """Training, validation and checkpoint rows in step order (what `det e describe` merges), paged."""
     async with runtime_of(request).sessions() as session:
@@ -131,7 +132,7 @@ async def workloads(request: Request, trial_id: TrialId, limit: Limit = 1000, of
 
 @post("/api/v1/trials/{trial_id:int}/progress", operation_id="ReportTrialProgress", opt=REPORT, tags=["trials"],
       status_code=200)
-async def report_progress(request: Request, trial_id: TrialId, data: ProgressRequest) -> dict[str, Any]:
+async def report_progress(request: AnyRequest, trial_id: TrialId, data: ProgressRequest) -> dict[str, Any]:
     async with runtime_of(request).sessions.begin() as session:
         await fencing.update_trial(session, principal_of(request), trial_id, {"progress": data.progress})
     return {}
@@ -139,7 +140,7 @@ async def report_progress(request: Request, trial_id: TrialId, data: ProgressReq
 
 @post("/api/v1/trials/{trial_id:int}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=REPORT,
       tags=["trials"], status_code=200)
-async def runner_metadata(request: Request, trial_id: TrialId, data: RunnerMetadataRequest) -> dict[str, Any]:
+async def runner_metadata(request: AnyRequest, trial_id: TrialId, data: RunnerMetadataRequest) -> dict[str, Any]:
     async with runtime_of(request).sessions.begin() as session:
         await fencing.update_trial(session, principal_of(request), trial_id, {"runner_state": data.state[:64]})
     return {}
@@ -147,7 +148,7 @@ async def runner_metadata(request: Request, trial_id: TrialId, data: RunnerMetad
 
 @post("/api/v1/trials/{trial_id:int}/early_exit", operation_id="ReportTrialEarlyExit", opt=REPORT, tags=["trials"],
       status_code=200)
-async def early_exit(request: Request, trial_id: TrialId, data: EarlyExitRequest) -> dict[str, Any]:
+async def early_exit(request: AnyRequest, trial_id: TrialId, data: EarlyExitRequest) -> dict[str, Any]:
     """Once per trial; the same reason again is a no-op (a retried request), another one a 409."""
     reason = data.reason or (data.early_exit.reason if data.early_exit else None)
     if reason is None:
@@ -163,7 +164,7 @@ async def early_exit(request: Request, trial_id: TrialId, data: EarlyExitRequest
 
 @get("/api/v1/experiments/{exp_id:int}/searcher/best_searcher_validation_metric",
      operation_id="GetBestSearcherValidationMetric", opt=opt(Action.VIEW, "body"), tags=["experiments"])
-async def best_validation(request: Request, exp_id: ExperimentId) -> BestValidationResponse:
+async def best_validation(request: AnyRequest, exp_id: ExperimentId) -> BestValidationResponse:
     principal = principal_of(request)
     async with runtime_of(request).sessions() as session:
         if isinstance(principal, TaskPrincipal):  # a task reads its own experiment only
@@ -183,7 +184,7 @@ async def best_validation(request: Request, exp_id: ExperimentId) -> BestValidat
 
 @post("/api/v1/runs/start", operation_id="StartRun", opt=opt(Action.TASK_REPORT, "body"), tags=["runs"],
       status_code=200)
-async def start_run(request: Request, data: StartRunRequest) -> StartRunResponse:
+async def start_run(request: AnyRequest, data: StartRunRequest) -> StartRunResponse:
     principal = principal_of(request)
     require_trial(principal, data.run_id)
     async with runtime_of(request).sessions() as session:
@@ -196,7 +197,7 @@ async def start_run(request: Request, data: StartRunRequest) -> StartRunResponse
 
 
 @get("/api/v1/runs/{run_id:int}/metadata", operation_id="GetRunMetadata", opt=opt(Action.VIEW, "body"), tags=["runs"])
-async def get_run_metadata(request: Request, run_id: TrialId) -> RunMetadataResponse:
+async def get_run_metadata(request: AnyRequest, run_id: TrialId) -> RunMetadataResponse:
     require_trial(principal_of(request), run_id)
     async with runtime_of(request).sessions() as session:
         if await session.get(Trial, run_id) is None:

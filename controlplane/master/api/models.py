@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, delete, get, patch, post
+from litestar import delete, get, patch, post
 from litestar.params import QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
@@ -27,6 +27,7 @@ from controlplane.master.api.requests import path_int
 from controlplane.master.api.serializers import model_json, model_version_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import models as svc
 
 MODEL = "/api/v1/models/{name:str}"
@@ -34,7 +35,7 @@ VERSION = "/api/v1/models/{name:str}/versions/{number:int}"
 TextList = Annotated[list[str] | None, QueryParameter(max_items=1000)]
 
 
-def _page(items: list, offset: int, limit: int) -> tuple[list, dict]:
+def _page(items: list[Any], offset: int, limit: int) -> tuple[list[Any], dict[str, Any]]:
     total = len(items)
     page = items[offset:offset + page_limit(limit)]
     return page, pagination(offset, limit, total, len(page))
@@ -52,14 +53,14 @@ def _texts(values: list[str] | None, name: str) -> list[str]:
 
 
 @post("/api/v1/models", operation_id="PostModel", opt=opt(Action.CREATE), tags=["models"], status_code=200)
-async def create_model(request: Request, data: svc.PostModelRequest) -> dict[str, Any]:
+async def create_model(request: AnyRequest, data: svc.PostModelRequest) -> dict[str, Any]:
     view = await svc.create_model(runtime_of(request), user_of(request), data)
     return {"model": model_json(view)}
 
 
 @get("/api/v1/models", operation_id="GetModels", opt=opt(Action.VIEW), tags=["models"])
 async def list_models(
-    request: Request, limit: ListLimit = 0, offset: ListOffset = 0, archived: bool | None = None,
+    request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0, archived: bool | None = None,
     name: QueryText = None, description: QueryText = None, sort_by: SortBy = None, order_by: OrderBy = None,
     id: TextList = None, labels: TextList = None, users: TextList = None,  # Determined's name
     user_ids: Annotated[list[str] | None, QueryParameter(name="userIds", max_items=1000)] = None,
@@ -78,30 +79,30 @@ async def list_models(
 
 
 @get(MODEL, operation_id="GetModel", opt=opt(Action.VIEW), tags=["models"])
-async def get_model(request: Request, name: ModelRef) -> dict[str, Any]:
+async def get_model(request: AnyRequest, name: ModelRef) -> dict[str, Any]:
     return {"model": model_json(await svc.get_model(runtime_of(request), name))}
 
 
 @patch(MODEL, operation_id="PatchModel", opt=opt(Action.EDIT), tags=["models"])
-async def patch_model(request: Request, name: ModelRef, data: svc.PatchModel) -> dict[str, Any]:
+async def patch_model(request: AnyRequest, name: ModelRef, data: svc.PatchModel) -> dict[str, Any]:
     view = await svc.patch_model(runtime_of(request), principal_of(request), name, data)
     return {"model": model_json(view)}
 
 
 @delete(MODEL, operation_id="DeleteModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def delete_model(request: Request, name: ModelRef) -> dict[str, Any]:
+async def delete_model(request: AnyRequest, name: ModelRef) -> dict[str, Any]:
     await svc.delete_model(runtime_of(request), principal_of(request), name)
     return {}
 
 
 @post(MODEL + "/versions", operation_id="PostModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def register_version(request: Request, name: ModelRef, data: svc.PostModelVersionRequest) -> dict[str, Any]:
+async def register_version(request: AnyRequest, name: ModelRef, data: svc.PostModelVersionRequest) -> dict[str, Any]:
     view = await svc.register_version(runtime_of(request), user_of(request), name, data)
     return {"modelVersion": model_version_json(view)}
 
 
 @get(MODEL + "/versions", operation_id="GetModelVersions", opt=opt(Action.VIEW), tags=["models"])
-async def list_versions(request: Request, name: ModelRef, limit: ListLimit = 0, offset: ListOffset = 0,
+async def list_versions(request: AnyRequest, name: ModelRef, limit: ListLimit = 0, offset: ListOffset = 0,
                         sort_by: SortBy = None, order_by: OrderBy = None) -> dict[str, Any]:
     model, versions = await svc.list_versions(runtime_of(request), name, sort_by, order_by)
     page, pages = _page(versions, offset, limit)
@@ -109,20 +110,20 @@ async def list_versions(request: Request, name: ModelRef, limit: ListLimit = 0, 
 
 
 @get(VERSION, operation_id="GetModelVersion", opt=opt(Action.VIEW), tags=["models"])
-async def get_version(request: Request, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
+async def get_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
     view = await svc.get_version(runtime_of(request), name, number)
     return {"modelVersion": model_version_json(view)}
 
 
 @patch(VERSION, operation_id="PatchModelVersion", opt=opt(Action.EDIT), tags=["models"])
-async def patch_version(request: Request, name: ModelRef, number: VersionNumber,
+async def patch_version(request: AnyRequest, name: ModelRef, number: VersionNumber,
                         data: svc.PatchModelVersion) -> dict[str, Any]:
     view = await svc.patch_version(runtime_of(request), principal_of(request), name, number, data)
     return {"modelVersion": model_version_json(view)}
 
 
 @delete(VERSION, operation_id="DeleteModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def delete_version(request: Request, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
+async def delete_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
     await svc.delete_version(runtime_of(request), principal_of(request), name, number)
     return {}
 

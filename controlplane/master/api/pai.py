@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, get, post, put
+from litestar import get, post, put
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import ListLimit, ListOffset, page_limit
 from controlplane.master.authz import Action, opt
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import pai_jobs as svc
 from controlplane.pai.spec import MAX_NAME, MAX_ROLE_NAME
 
@@ -45,55 +46,55 @@ class ExecutionType(msgspec.Struct, kw_only=True):
 
 @post("/api/v1/user/{username:str}/jobs", operation_id="PaiSubmitJob", opt=opt(Action.CREATE), tags=["pai"],
       status_code=202, request_max_body_size=MAX_BODY)
-async def submit_job(request: Request, username: Username, data: dict[str, Any]) -> svc.Submitted:
+async def submit_job(request: AnyRequest, username: Username, data: dict[str, Any]) -> svc.Submitted:
     return await svc.submit(runtime_of(request), user_of(request), username, data)
 
 
 @post("/api/v1/pai/jobs", operation_id="PaiSubmitJobWithCode", opt=opt(Action.CREATE), tags=["pai"],
       status_code=202, request_max_body_size=MAX_UPLOAD)
-async def submit_job_with_code(request: Request, data: svc.SubmitPaiJobRequest) -> svc.Submitted:
+async def submit_job_with_code(request: AnyRequest, data: svc.SubmitPaiJobRequest) -> svc.Submitted:
     user = user_of(request)
     return await svc.submit(runtime_of(request), user, user.username, data.job, data.code_files)
 
 
 @get("/api/v1/jobs", operation_id="PaiListJobs", opt=opt(Action.VIEW), tags=["pai"])
-async def list_all_jobs(request: Request, username: Annotated[str | None, Parameter(
+async def list_all_jobs(request: AnyRequest, username: Annotated[str | None, Parameter(
         max_length=255, pattern=r"^[^\x00/]*$")] = None, limit: ListLimit = 0,
         offset: ListOffset = 0) -> list[svc.JobSummary]:
     return await svc.list_jobs(runtime_of(request), username or None, offset, page_limit(limit))
 
 
 @get("/api/v1/user/{username:str}/jobs", operation_id="PaiListUserJobs", opt=opt(Action.VIEW), tags=["pai"])
-async def list_user_jobs(request: Request, username: Username, limit: ListLimit = 0,
+async def list_user_jobs(request: AnyRequest, username: Username, limit: ListLimit = 0,
                          offset: ListOffset = 0) -> list[svc.JobSummary]:
     return await svc.list_jobs(runtime_of(request), username, offset, page_limit(limit))
 
 
 @get(JOB, operation_id="PaiGetJob", opt=opt(Action.VIEW), tags=["pai"])
-async def get_job(request: Request, username: Username, job_name: JobName) -> svc.JobDetail:
+async def get_job(request: AnyRequest, username: Username, job_name: JobName) -> svc.JobDetail:
     return await svc.describe(runtime_of(request), username, job_name)
 
 
 @get(f"{JOB}/config", operation_id="PaiGetJobConfig", opt=opt(Action.READ_OWN), tags=["pai"])
-async def get_job_config(request: Request, username: Username, job_name: JobName) -> dict[str, Any]:
+async def get_job_config(request: AnyRequest, username: Username, job_name: JobName) -> dict[str, Any]:
     return await svc.config(runtime_of(request), principal_of(request), username, job_name)
 
 
 @put(f"{JOB}/executionType", operation_id="PaiSetExecutionType", opt=opt(Action.EDIT), tags=["pai"],
      status_code=202)
-async def set_execution_type(request: Request, username: Username, job_name: JobName,
+async def set_execution_type(request: AnyRequest, username: Username, job_name: JobName,
                              data: ExecutionType) -> svc.Submitted:
     return await svc.stop(runtime_of(request), principal_of(request), username, job_name, data.value)
 
 
 @get(f"{JOB}/logs", operation_id="PaiGetJobLogs", opt=opt(Action.VIEW), tags=["pai"])
-async def get_job_logs(request: Request, username: Username, job_name: JobName, task_role: RoleQuery = None,
+async def get_job_logs(request: AnyRequest, username: Username, job_name: JobName, task_role: RoleQuery = None,
                        task_index: IndexQuery = None, after: AfterQuery = 0, limit: LogLimit = 1000) -> svc.JobLogs:
     return await svc.logs(runtime_of(request), username, job_name, task_role, task_index, after, limit)
 
 
 @get(f"{JOB}/ssh", operation_id="PaiGetJobSsh", opt=opt(Action.READ_OWN), tags=["pai"])
-async def get_job_ssh(request: Request, username: Username, job_name: JobName) -> svc.SshInfo:
+async def get_job_ssh(request: AnyRequest, username: Username, job_name: JobName) -> svc.SshInfo:
     return await svc.ssh_info(runtime_of(request), principal_of(request), username, job_name)
 
 

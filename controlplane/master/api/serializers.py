@@ -5,7 +5,8 @@ Every config an answer carries goes through ``redaction`` here: no secret leaves
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
@@ -18,18 +19,18 @@ if TYPE_CHECKING:
     from controlplane.master.services.workspaces import ProjectNames
 
 
-def pagination(offset: int, limit: int, total: int, count: int) -> dict:
+def pagination(offset: int, limit: int, total: int, count: int) -> dict[str, Any]:
     return {"offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + count, "total": total}
 
 
-def config_json(exp: Experiment) -> dict:
+def config_json(exp: Experiment) -> dict[str, Any]:
     """The top-level ``config`` of create and get answers: the active config (``det e set
     priority`` shows in it, as in Determined's)."""
     return redact_config(active_config(exp))
 
 
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
-                    project: ProjectNames | None = None, *, original: bool = True) -> dict:
+                    project: ProjectNames | None = None, *, original: bool = True) -> dict[str, Any]:
     """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event.
     ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out.
     ``original``: False in lists, whose rows leave the submitted YAML (up to ``max_config_bytes``) empty
@@ -64,13 +65,14 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
     }
 
 
-def _searcher_metric(exp_config: dict) -> tuple[str, bool]:
+def _searcher_metric(exp_config: dict[str, Any]) -> tuple[str, bool]:
     s = exp_config.get("searcher") or {}
     return s.get("metric", ""), bool(s.get("smaller_is_better", True))
 
 
-def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = None,
-               latest_validation: dict | None = None, summary_metrics: dict | None = None) -> dict:
+def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: dict[str, Any] | None = None,
+               latest_validation: dict[str, Any] | None = None,
+               summary_metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     """``summaryMetrics`` only where the caller computed it (one trial: ``services/metric_reads.py``)."""
     out = {
         "id": trial.id,
@@ -99,18 +101,19 @@ def trial_json(trial: Trial, exp_config: dict, best_validation: dict | None = No
     return out
 
 
-def metrics_summary(steps: int, avg: dict, report_time) -> dict:
+def metrics_summary(steps: int, avg: dict[str, Any], report_time: datetime | None) -> dict[str, Any]:
     return {"totalBatches": steps, "endTime": iso(report_time),
             "metrics": {"avgMetrics": decode_for_wire(avg), "batchMetrics": None}, "numInputs": 0}
 
 
-def decode_for_wire(metrics: dict) -> dict:
+def decode_for_wire(metrics: dict[str, Any]) -> dict[str, Any]:
     """Stored non-finite markers stay strings on the wire (JSON has no NaN)."""
     return metrics
 
 
-def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metrics: dict | None) -> dict:
-    training: dict = {}
+def checkpoint_json(ckpt: Checkpoint, exp_config: dict[str, Any] | None,
+                    validation_metrics: dict[str, Any] | None) -> dict[str, Any]:
+    training: dict[str, Any] = {}
     if ckpt.trial_id is not None:
         training = {
             "trialId": ckpt.trial_id,
@@ -137,7 +140,7 @@ def checkpoint_json(ckpt: Checkpoint, exp_config: dict | None, validation_metric
     }
 
 
-def _searcher_value(exp_config: dict | None, validation_metrics: dict | None) -> float | None:
+def _searcher_value(exp_config: dict[str, Any] | None, validation_metrics: dict[str, Any] | None) -> float | None:
     if not exp_config or not validation_metrics:
         return None
     name, _ = _searcher_metric(exp_config)
@@ -145,7 +148,7 @@ def _searcher_value(exp_config: dict | None, validation_metrics: dict | None) ->
     return value if isinstance(value, (int, float)) else None
 
 
-def model_json(view: ModelView) -> dict:
+def model_json(view: ModelView) -> dict[str, Any]:
     """v1Model: the client requires id, name, creationTime, lastUpdatedTime, metadata, numVersions,
     userId, username, archived and workspaceId."""
     m = view.model
@@ -166,7 +169,7 @@ def model_json(view: ModelView) -> dict:
     }
 
 
-def model_version_json(view: VersionView) -> dict:
+def model_version_json(view: VersionView) -> dict[str, Any]:
     """v1ModelVersion: a full v1Checkpoint and v1Model embedded (both required by the client)."""
     v = view.version
     return {

@@ -50,7 +50,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import httpx
-from litestar import Litestar, Request, Response, WebSocket, route, websocket
+from litestar import Litestar, Response, route, websocket
 from litestar.background_tasks import BackgroundTask
 from litestar.datastructures import Cookie
 from litestar.enums import HttpMethod
@@ -65,6 +65,7 @@ from controlplane.master import proxy_sessions as svc
 from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of, user_for
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
+from controlplane.master.http_types import AnyRequest, AnyWebSocket
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
 
@@ -239,7 +240,7 @@ class ProxiedStream(Stream):
         return response
 
 
-def _declared_length(request: Request) -> int | None:
+def _declared_length(request: AnyRequest) -> int | None:
     value = request.headers.get("content-length")
     if value is None:
         return None
@@ -255,7 +256,7 @@ def _too_large() -> PayloadTooLarge:
     return PayloadTooLarge(f"request body: larger than the task proxy's limit of {limit}")
 
 
-async def _bounded_body(request: Request) -> AsyncIterator[bytes]:
+async def _bounded_body(request: AnyRequest) -> AsyncIterator[bytes]:
     seen = 0
     async for chunk in request.stream():
         seen += len(chunk)
@@ -321,7 +322,7 @@ def _query(scope: Any, drop: str) -> str:
 
 @route(PATHS, http_method=[HttpMethod.GET, HttpMethod.HEAD], name="task-proxy-link", opt=opt(Action.VIEW),
        include_in_schema=False)
-async def proxy_link(request: Request, task_id: str) -> Response:
+async def proxy_link(request: AnyRequest, task_id: str) -> Response[Any]:
     """The master's ``/proxy/{task_id}/...``: a one-time ticket to the same path on the proxy's origin."""
     rt: MasterRuntime = runtime_of(request)
     target = await svc.resolve(rt, task_id)
@@ -340,7 +341,7 @@ def _cookie_path(segment: str) -> str:
     return f"/proxy/{segment}/"
 
 
-async def _redeem(request: Request, task_id: str, ticket: str) -> Response:
+async def _redeem(request: AnyRequest, task_id: str, ticket: str) -> Response[Any]:
     """A ticket from the master's link: the proxy cookie, and the same URL without the ticket."""
     token = svc.redeem_ticket(ticket, task_id)
     if token is None:
@@ -365,7 +366,7 @@ def _from_own_page(connection: Any) -> bool:
     return connection.headers.get("sec-fetch-site") == "same-origin"
 
 
-async def _proxy_user(request: Request, task_id: str) -> AuthedUser:
+async def _proxy_user(request: AnyRequest, task_id: str) -> AuthedUser:
     """The proxy origin's sign-in: a bearer token, or this task's proxy cookie (never the master's)."""
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
@@ -381,7 +382,7 @@ async def _proxy_user(request: Request, task_id: str) -> AuthedUser:
 
 
 @route(PATHS, http_method=HTTP_METHODS, name="task-proxy", opt=opt(Action.PUBLIC), include_in_schema=False)
-async def proxy_http(request: Request, task_id: str) -> Response:
+async def proxy_http(request: AnyRequest, task_id: str) -> Response[Any]:
     # Action.PUBLIC only tells the guard to leave authentication to this handler: the proxy's
     # origin signs callers in its own way (_proxy_user) and checks the owner before anything
     # reaches the task.
@@ -430,7 +431,7 @@ async def proxy_http(request: Request, task_id: str) -> Response:
 
 
 # ---- WebSocket -------------------------------------------------------------------------------
-async def socket_user(socket: WebSocket, task_id: str) -> AuthedUser:
+async def socket_user(socket: AnyWebSocket, task_id: str) -> AuthedUser:
     """The user a WebSocket handshake signs in as (see the module docstring)."""
     token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
     if token is None:
@@ -459,14 +460,14 @@ def sendable(code: int | None, default: int = 1000) -> int:
     return 1011
 
 
-async def _close_quietly(socket: WebSocket, code: int, reason: str = "") -> None:
+async def _close_quietly(socket: AnyWebSocket, code: int, reason: str = "") -> None:
     try:
         await socket.close(code=code, reason=reason.encode()[:120].decode(errors="ignore"))
     except Exception:  # noqa: BLE001 - the client is gone already
         pass
 
 
-async def _refuse(socket: WebSocket, code: int, reason: str) -> None:
+async def _refuse(socket: AnyWebSocket, code: int, reason: str) -> None:
     try:
         await socket.accept()
     except Exception:  # noqa: BLE001 - the client is gone already
@@ -474,7 +475,7 @@ async def _refuse(socket: WebSocket, code: int, reason: str) -> None:
     await _close_quietly(socket, code, reason)
 
 
-async def _client_to_task(socket: WebSocket, upstream: ClientConnection, task_id: str) -> int:
+async def _client_to_task(socket: AnyWebSocket, upstream: ClientConnection, task_id: str) -> int:
     """Frames from the client to the task; returns the client's close code."""
     while True:
         event = await socket.receive()
@@ -488,7 +489,7 @@ async def _client_to_task(socket: WebSocket, upstream: ClientConnection, task_id
             await upstream.send(data)
 
 
-async def _task_to_client(socket: WebSocket, upstream: ClientConnection, task_id: str) -> None:
+async def _task_to_client(socket: AnyWebSocket, upstream: ClientConnection, task_id: str) -> None:
     """Frames from the task to the client, until the task closes."""
     async for message in upstream:
         svc.touch(task_id)
@@ -499,7 +500,7 @@ async def _task_to_client(socket: WebSocket, upstream: ClientConnection, task_id
 
 
 @websocket(PATHS, name="task-proxy-socket", opt=opt(Action.PUBLIC))
-async def proxy_socket(socket: WebSocket, task_id: str) -> None:
+async def proxy_socket(socket: AnyWebSocket, task_id: str) -> None:
     # Action.PUBLIC only tells the guard to leave authentication to this handler, which signs the
     # caller in (socket_user) and checks the owner before anything reaches the task.
     rt: MasterRuntime = runtime_of(socket)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any
 
-from litestar import Request, get
+from litestar import get
 from litestar.params import Parameter
 from sqlalchemy import select
 
@@ -15,6 +15,7 @@ from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Allocation, Experiment, PaiJob, Trial
 from controlplane.master.errors import NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import commands
 from controlplane.state import allocation as A
 
@@ -23,7 +24,7 @@ ScalarLimit = Annotated[int, Parameter(ge=1, le=10_000, description="reports per
 
 @get("/api/v1/tasks/{task_id:str}/context_directory", operation_id="GetTaskContextDirectory",
      opt=opt(Action.READ_OWN, ("task", "task_id")), tags=["tasks"])
-async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]:
+async def context_directory(request: AnyRequest, task_id: TaskId) -> dict[str, Any]:
     """The task's code: its owner's or an admin's, or its own task token's (READ_OWN, like GetModelDef)."""
     principal = principal_of(request)
     require_task(principal, task_id)
@@ -42,7 +43,7 @@ async def context_directory(request: Request, task_id: TaskId) -> dict[str, Any]
 
 
 @get("/api/v1/tasks", operation_id="GetTasks", opt=opt(Action.VIEW), tags=["tasks"])
-async def list_tasks(request: Request) -> dict[str, Any]:
+async def list_tasks(request: AnyRequest) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         rows = (await session.execute(
             select(Allocation.id, Allocation.task_id, Allocation.agent_id, Allocation.slot_ids, Allocation.state)
@@ -61,7 +62,7 @@ async def list_tasks(request: Request) -> dict[str, Any]:
 
 @get("/api/v1/tasks/{task_id:str}/tensorboard/scalars", operation_id="GetTensorboardScalars",
      opt=opt(Action.TASK_READ, ("task", "task_id")), tags=["tasks"])
-async def tensorboard_scalars(request: Request, task_id: TaskId, after: AfterQuery = 0,
+async def tensorboard_scalars(request: AnyRequest, task_id: TaskId, after: AfterQuery = 0,
                               limit: ScalarLimit = 1000) -> commands.Scalars:
     """What a TensorBoard task shows: its experiments' metrics, paged by report id."""
     require_task(principal_of(request), task_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, delete, get, patch, post, put
+from litestar import delete, get, patch, post, put
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
@@ -18,6 +18,7 @@ from controlplane.master.api.params import ListLimit, ListOffset, OrderBy, Query
 from controlplane.master.api.requests import path_int
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import templates as svc
 
 TEMPLATE = "/api/v1/templates/{template_name:str}"
@@ -31,7 +32,7 @@ MAX_BODY = 16 * 1024 * 1024
 
 
 @get("/api/v1/templates", operation_id="GetTemplates", opt=opt(Action.VIEW), tags=["templates"])
-async def list_templates(request: Request, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
+async def list_templates(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
                          sort_by: SortBy = None, order_by: OrderBy = None,
                          workspace_ids: WorkspaceIds = None) -> svc.TemplatesResponse:
     if (sort_by or "SORT_BY_UNSPECIFIED") not in SORTS:
@@ -44,13 +45,13 @@ async def list_templates(request: Request, limit: ListLimit = 0, offset: ListOff
 
 
 @get(TEMPLATE, operation_id="GetTemplate", opt=opt(Action.VIEW), tags=["templates"])
-async def get_template(request: Request, template_name: TemplateName) -> svc.TemplateResponse:
+async def get_template(request: AnyRequest, template_name: TemplateName) -> svc.TemplateResponse:
     return svc.TemplateResponse(template=await svc.get_template(runtime_of(request), template_name))
 
 
 @post(TEMPLATE, operation_id="PostTemplate", opt=opt(Action.CREATE), tags=["templates"], status_code=200,
       request_max_body_size=MAX_BODY)
-async def create_template(request: Request, template_name: TemplateName,
+async def create_template(request: AnyRequest, template_name: TemplateName,
                           data: svc.TemplateRequest) -> svc.TemplateResponse:
     tpl = await svc.create_template(runtime_of(request), user_of(request), template_name, data.body())
     return svc.TemplateResponse(template=tpl)
@@ -58,7 +59,7 @@ async def create_template(request: Request, template_name: TemplateName,
 
 @put(TEMPLATE, operation_id="PutTemplate", opt=opt(Action.EDIT), tags=["templates"],
      request_max_body_size=MAX_BODY)
-async def put_template(request: Request, template_name: TemplateName,
+async def put_template(request: AnyRequest, template_name: TemplateName,
                        data: svc.TemplateRequest) -> svc.TemplateResponse:
     tpl = await svc.put_template(runtime_of(request), user_of(request), template_name, data.body())
     return svc.TemplateResponse(template=tpl)
@@ -66,13 +67,13 @@ async def put_template(request: Request, template_name: TemplateName,
 
 @patch(TEMPLATE, operation_id="PatchTemplateConfig", opt=opt(Action.EDIT), tags=["templates"],
        request_max_body_size=MAX_BODY)
-async def patch_config(request: Request, template_name: TemplateName, data: dict[str, Any]) -> svc.TemplateResponse:
+async def patch_config(request: AnyRequest, template_name: TemplateName, data: dict[str, Any]) -> svc.TemplateResponse:
     tpl = await svc.set_config(runtime_of(request), principal_of(request), template_name, data)
     return svc.TemplateResponse(template=tpl)
 
 
 @delete(TEMPLATE, operation_id="DeleteTemplate", opt=opt(Action.EDIT), tags=["templates"], status_code=200)
-async def delete_template(request: Request, template_name: TemplateName) -> dict[str, Any]:
+async def delete_template(request: AnyRequest, template_name: TemplateName) -> dict[str, Any]:
     await svc.delete_template(runtime_of(request), principal_of(request), template_name)
     return {}
 

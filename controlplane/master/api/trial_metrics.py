@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 import msgspec
-from litestar import Request, get
+from litestar import get
 from litestar.background_tasks import BackgroundTask
 from litestar.params import QueryParameter
 from litestar.response import Stream
@@ -26,6 +26,7 @@ from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Trial
 from controlplane.master.errors import BadRequest, NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.metric_reads import TRAINING, VALIDATION, report_pages
 from controlplane.master.stream_slots import take_slot
@@ -58,7 +59,7 @@ async def _checked(rt: MasterRuntime, trial_ids: list[int] | None) -> list[int]:
     return ids
 
 
-def _stream(request: Request, ids: list[int], group: str) -> Stream:
+def _stream(request: AnyRequest, ids: list[int], group: str) -> Stream:
     rt = runtime_of(request)
     slot = take_slot(rt.streams, rt.settings, principal_of(request))
 
@@ -76,7 +77,7 @@ def _stream(request: Request, ids: list[int], group: str) -> Stream:
 
 @get("/api/v1/trials/metrics/trial_metrics", operation_id="GetMetrics", opt=opt(Action.VIEW), tags=["trials"],
      media_type="application/x-ndjson")
-async def trial_metrics(request: Request, trial_ids: TrialIds = None, group: Group = None) -> Stream:
+async def trial_metrics(request: AnyRequest, trial_ids: TrialIds = None, group: Group = None) -> Stream:
     """Every report of ``group`` of each trial."""
     if not group:
         raise BadRequest("group: required (training, validation or another group's name)")
@@ -86,14 +87,14 @@ async def trial_metrics(request: Request, trial_ids: TrialIds = None, group: Gro
 
 @get("/api/v1/trials/metrics/training_metrics", operation_id="GetTrainingMetrics", opt=opt(Action.VIEW),
      tags=["trials"], media_type="application/x-ndjson")
-async def training_metrics(request: Request, trial_ids: TrialIds = None) -> Stream:
+async def training_metrics(request: AnyRequest, trial_ids: TrialIds = None) -> Stream:
     rt = runtime_of(request)
     return _stream(request, await _checked(rt, trial_ids), TRAINING)
 
 
 @get("/api/v1/trials/metrics/validation_metrics", operation_id="GetValidationMetrics", opt=opt(Action.VIEW),
      tags=["trials"], media_type="application/x-ndjson")
-async def validation_metrics(request: Request, trial_ids: TrialIds = None) -> Stream:
+async def validation_metrics(request: AnyRequest, trial_ids: TrialIds = None) -> Stream:
     rt = runtime_of(request)
     return _stream(request, await _checked(rt, trial_ids), VALIDATION)
 

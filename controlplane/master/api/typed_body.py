@@ -45,7 +45,7 @@ def field_error(message: str) -> str:
 
 
 class TypedBody(AbstractDTO[S], Generic[S]):
-    _decoders: ClassVar[dict[str, msgspec.json.Decoder]] = {}
+    _decoders: ClassVar[dict[str, msgspec.json.Decoder[Any]]] = {}
 
     @classmethod
     def generate_field_definitions(cls, model_type: type[Any]) -> Generator[DTOFieldDefinition, None, None]:

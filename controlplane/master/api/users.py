@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, get, patch, post
+from litestar import get, patch, post
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import auth, tokens
 from controlplane.master.services import users as svc
 from controlplane.master.token_cache import USER_TOKENS, token_hash
@@ -34,14 +35,14 @@ class LoginResponse(msgspec.Struct, rename="camel", kw_only=True):
 
 
 @post("/api/v1/auth/login", operation_id="Login", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
-async def login(request: Request, data: LoginRequest) -> LoginResponse:
+async def login(request: AnyRequest, data: LoginRequest) -> LoginResponse:
     async with runtime_of(request).sessions.begin() as session:
         token, user = await auth.login(session, data.username, data.password, data.is_hashed)
         return LoginResponse(token=token, user=svc.v1_user(user))
 
 
 @post("/api/v1/auth/logout", operation_id="Logout", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
-async def logout(request: Request) -> dict[str, Any]:
+async def logout(request: AnyRequest) -> dict[str, Any]:
     token = bearer_token(request.headers.get("authorization"))
     if token:
         async with runtime_of(request).sessions.begin() as session:
@@ -51,7 +52,7 @@ async def logout(request: Request) -> dict[str, Any]:
 
 
 @get("/api/v1/me", operation_id="GetMe", opt=opt(Action.SIGNED_IN), tags=["auth"])
-async def get_me(request: Request) -> svc.UserResponse:
+async def get_me(request: AnyRequest) -> svc.UserResponse:
     me = user_of(request)
     async with runtime_of(request).sessions() as session:
         return svc.UserResponse(user=svc.v1_user(await svc.get_user(session, me.id)))
@@ -59,7 +60,7 @@ async def get_me(request: Request) -> svc.UserResponse:
 
 @get("/api/v1/users", operation_id="GetUsers", opt=opt(Action.VIEW), tags=["users"])
 async def list_users(
-    request: Request,
+    request: AnyRequest,
     offset: Annotated[int, Parameter(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Parameter(ge=0, le=svc.MAX_PAGE, description="0: the largest page")] = 100,
     name: Annotated[str | None, Parameter(max_length=255, pattern=svc.NO_NUL,
@@ -73,14 +74,14 @@ async def list_users(
 
 
 @post("/api/v1/users", operation_id="PostUser", opt=opt(Action.ADMINISTER), tags=["users"], status_code=200)
-async def create_user(request: Request, data: svc.PostUserRequest) -> svc.UserResponse:
+async def create_user(request: AnyRequest, data: svc.PostUserRequest) -> svc.UserResponse:
     user_of(request)
     async with runtime_of(request).sessions.begin() as session:
         return svc.UserResponse(user=svc.v1_user(await svc.create_user(session, data)))
 
 
 @get("/api/v1/users/{user_id:int}", operation_id="GetUser", opt=opt(Action.VIEW), tags=["users"])
-async def get_user(request: Request, user_id: UserId) -> svc.UserResponse:
+async def get_user(request: AnyRequest, user_id: UserId) -> svc.UserResponse:
     user_of(request)
     async with runtime_of(request).sessions() as session:
         return svc.UserResponse(user=svc.v1_user(await svc.get_user(session, user_id)))
@@ -88,7 +89,7 @@ async def get_user(request: Request, user_id: UserId) -> svc.UserResponse:
 
 @get("/api/v1/users/{username:str}/by-username", operation_id="GetUserByUsername", opt=opt(Action.VIEW),
      tags=["users"])
-async def get_user_by_username(request: Request,
+async def get_user_by_username(request: AnyRequest,
                                username: Annotated[str, Parameter(max_length=255, pattern=svc.NO_NUL)]
                                ) -> svc.UserResponse:
     user_of(request)
@@ -97,7 +98,7 @@ async def get_user_by_username(request: Request,
 
 
 @patch("/api/v1/users/{user_id:int}", operation_id="PatchUser", opt=opt(Action.SIGNED_IN), tags=["users"])
-async def patch_user(request: Request, user_id: UserId, data: svc.PatchUser) -> svc.UserResponse:
+async def patch_user(request: AnyRequest, user_id: UserId, data: svc.PatchUser) -> svc.UserResponse:
     """An admin may change anything; anyone may change their own display name and password."""
     me = user_of(request)
     token = bearer_token(request.headers.get("authorization"))
@@ -108,7 +109,7 @@ async def patch_user(request: Request, user_id: UserId, data: svc.PatchUser) -> 
 
 @post("/api/v1/users/{user_id:int}/password", operation_id="SetUserPassword", opt=opt(Action.SIGNED_IN),
       tags=["users"], status_code=200)
-async def set_password(request: Request, user_id: UserId,
+async def set_password(request: AnyRequest, user_id: UserId,
                        data: svc.Password | svc.PasswordChange) -> svc.UserResponse:
     """The Determined client sends the salted hash as a bare JSON string; an object may also carry
     ``oldPassword``, which changing one's own password needs."""
@@ -123,7 +124,7 @@ async def set_password(request: Request, user_id: UserId,
 
 @get("/api/v1/tokens", operation_id="GetAccessTokens", opt=opt(Action.SIGNED_IN), tags=["tokens"])
 async def list_tokens(
-    request: Request,
+    request: AnyRequest,
     offset: Annotated[int, Parameter(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Parameter(ge=0, le=tokens.MAX_PAGE, description="0: the largest page")] = 0,
     username: Annotated[str | None, Parameter(max_length=255, pattern=svc.NO_NUL)] = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from litestar import Request, delete, get, patch, post
+from litestar import delete, get, patch, post
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
@@ -16,6 +16,7 @@ from controlplane.master.api.params import MAX_ID, ListLimit, ListOffset, OrderB
 from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import workspaces as svc
 
 ExactName = Annotated[str | None, QueryParameter(name="nameCaseSensitive", max_length=255, pattern=r"^[^\x00]*$")]
@@ -43,7 +44,7 @@ def user_ids_of(values: list[int] | None) -> list[int]:
 
 
 @get("/api/v1/workspaces", operation_id="GetWorkspaces", opt=opt(Action.VIEW), tags=["workspaces"])
-async def list_workspaces(request: Request, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
+async def list_workspaces(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0, name: QueryText = None,
                           name_case_sensitive: ExactName = None, archived: bool | None = None,
                           pinned: bool | None = None, users: Users = None, user_ids: UserIds = None,
                           sort_by: SortBy = None, order_by: OrderBy = None) -> svc.WorkspacesResponse:
@@ -56,7 +57,7 @@ async def list_workspaces(request: Request, limit: ListLimit = 0, offset: ListOf
 
 @get("/api/v1/workspaces/{workspace_id:int}", operation_id="GetWorkspace", opt=opt(Action.VIEW),
      tags=["workspaces"])
-async def get_workspace(request: Request, workspace_id: WorkspaceId) -> svc.WorkspaceResponse:
+async def get_workspace(request: AnyRequest, workspace_id: WorkspaceId) -> svc.WorkspaceResponse:
     user_of(request)
     async with runtime_of(request).sessions() as session:
         ws = await svc.get_workspace(session, workspace_id)
@@ -65,7 +66,7 @@ async def get_workspace(request: Request, workspace_id: WorkspaceId) -> svc.Work
 
 @post("/api/v1/workspaces", operation_id="PostWorkspace", opt=opt(Action.CREATE), tags=["workspaces"],
       status_code=200, dto=TypedBody[svc.PostWorkspaceRequest], return_dto=None)
-async def create_workspace(request: Request, data: svc.PostWorkspaceRequest) -> svc.PostWorkspaceResponse:
+async def create_workspace(request: AnyRequest, data: svc.PostWorkspaceRequest) -> svc.PostWorkspaceResponse:
     async with runtime_of(request).sessions.begin() as session:
         ws = await svc.create_workspace(session, user_of(request), data)
         return svc.PostWorkspaceResponse(workspace=(await svc.workspace_views(session, [ws]))[0])
@@ -73,7 +74,7 @@ async def create_workspace(request: Request, data: svc.PostWorkspaceRequest) -> 
 
 @patch("/api/v1/workspaces/{workspace_id:int}", operation_id="PatchWorkspace", opt=opt(Action.EDIT),
        tags=["workspaces"], dto=TypedBody[svc.PatchWorkspace], return_dto=None)
-async def patch_workspace(request: Request, workspace_id: WorkspaceId,
+async def patch_workspace(request: AnyRequest, workspace_id: WorkspaceId,
                           data: svc.PatchWorkspace) -> svc.WorkspaceResponse:
     async with runtime_of(request).sessions.begin() as session:
         ws = await svc.patch_workspace(session, principal_of(request), workspace_id, data)
@@ -82,7 +83,7 @@ async def patch_workspace(request: Request, workspace_id: WorkspaceId,
 
 @delete("/api/v1/workspaces/{workspace_id:int}", operation_id="DeleteWorkspace", opt=opt(Action.EDIT),
         tags=["workspaces"], status_code=200)
-async def delete_workspace(request: Request, workspace_id: WorkspaceId) -> svc.DeleteResponse:
+async def delete_workspace(request: AnyRequest, workspace_id: WorkspaceId) -> svc.DeleteResponse:
     """Only an empty workspace (no experiments in its projects) is deleted, with its projects."""
     async with runtime_of(request).sessions.begin() as session:
         await svc.delete_workspace(session, principal_of(request), workspace_id)
@@ -91,7 +92,7 @@ async def delete_workspace(request: Request, workspace_id: WorkspaceId) -> svc.D
 
 @get("/api/v1/workspaces/{workspace_id:int}/projects", operation_id="GetWorkspaceProjects", opt=opt(Action.VIEW),
      tags=["projects"])
-async def list_projects(request: Request, workspace_id: AnyWorkspaceId, limit: ListLimit = 0,
+async def list_projects(request: AnyRequest, workspace_id: AnyWorkspaceId, limit: ListLimit = 0,
                         offset: ListOffset = 0, name: QueryText = None, archived: bool | None = None,
                         users: Users = None, user_ids: UserIds = None, sort_by: SortBy = None,
                         order_by: OrderBy = None) -> svc.ProjectsResponse:
@@ -104,7 +105,7 @@ async def list_projects(request: Request, workspace_id: AnyWorkspaceId, limit: L
 
 @post("/api/v1/workspaces/{workspace_id:int}/projects", operation_id="PostProject", opt=opt(Action.CREATE),
       tags=["projects"], status_code=200, dto=TypedBody[svc.PostProjectRequest], return_dto=None)
-async def create_project(request: Request, workspace_id: WorkspaceId,
+async def create_project(request: AnyRequest, workspace_id: WorkspaceId,
                          data: svc.PostProjectRequest) -> svc.ProjectResponse:
     async with runtime_of(request).sessions.begin() as session:
         project = await svc.create_project(session, user_of(request), workspace_id, data)
@@ -112,7 +113,7 @@ async def create_project(request: Request, workspace_id: WorkspaceId,
 
 
 @get("/api/v1/projects/{project_id:int}", operation_id="GetProject", opt=opt(Action.VIEW), tags=["projects"])
-async def get_project(request: Request, project_id: ProjectId) -> svc.ProjectResponse:
+async def get_project(request: AnyRequest, project_id: ProjectId) -> svc.ProjectResponse:
     user_of(request)
     async with runtime_of(request).sessions() as session:
         project = await svc.get_project(session, project_id)
@@ -121,7 +122,7 @@ async def get_project(request: Request, project_id: ProjectId) -> svc.ProjectRes
 
 @patch("/api/v1/projects/{project_id:int}", operation_id="PatchProject", opt=opt(Action.EDIT), tags=["projects"],
        dto=TypedBody[svc.PatchProject], return_dto=None)
-async def patch_project(request: Request, project_id: ProjectId, data: svc.PatchProject) -> svc.ProjectResponse:
+async def patch_project(request: AnyRequest, project_id: ProjectId, data: svc.PatchProject) -> svc.ProjectResponse:
     async with runtime_of(request).sessions.begin() as session:
         project = await svc.patch_project(session, principal_of(request), project_id, data)
         return svc.ProjectResponse(project=(await svc.project_views(session, [project]))[0])
@@ -129,7 +130,7 @@ async def patch_project(request: Request, project_id: ProjectId, data: svc.Patch
 
 @delete("/api/v1/projects/{project_id:int}", operation_id="DeleteProject", opt=opt(Action.EDIT), tags=["projects"],
         status_code=200)
-async def delete_project(request: Request, project_id: ProjectId) -> svc.DeleteResponse:
+async def delete_project(request: AnyRequest, project_id: ProjectId) -> svc.DeleteResponse:
     """Only a project without experiments is deleted."""
     async with runtime_of(request).sessions.begin() as session:
         await svc.delete_project(session, principal_of(request), project_id)

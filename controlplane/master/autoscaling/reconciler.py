@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.autoscaler import (
     AgentView,
@@ -159,7 +160,8 @@ class PoolAutoscaler:
             seen = self.first_tick_at
         return seen
 
-    def _record_vanished(self, session, rows: dict[str, Instance], listed_ids: set[str]) -> list[tuple[str, str]]:
+    def _record_vanished(self, session: AsyncSession, rows: dict[str, Instance],
+                         listed_ids: set[str]) -> list[tuple[str, str]]:
         """Rows the cloud no longer lists, other than launches it may not list yet, are gone:
         a spot reclaim, a console termination. Their bill stops now and the reason says why."""
         waiting = {p.launch_request_id for p in self.in_flight}
@@ -199,7 +201,7 @@ class PoolAutoscaler:
             await self._record_launch(instances, req, launch.reason)
         return False
 
-    async def _record_launch(self, instances: list, req: LaunchRequest, reason: str) -> None:
+    async def _record_launch(self, instances: list[Any], req: LaunchRequest, reason: str) -> None:
         async with self.rt.sessions.begin() as session:
             for inst in instances:
                 session.add(Instance(
@@ -231,7 +233,7 @@ class PoolAutoscaler:
         log.info("pool %s: terminated %s: %s", self.pool, instance_id, reason)
 
     @staticmethod
-    def _move(session, row: Instance, state: str, reason: str) -> None:
+    def _move(session: AsyncSession, row: Instance, state: str, reason: str) -> None:
         session.add(StateTransition(entity="instance", entity_id=row.id, from_state=row.state, to_state=state,
                                     reason=reason, at=utcnow()))
         row.state = state

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -39,6 +40,7 @@ from controlplane.master.runtime_core import RuntimeCore
 from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
+from controlplane.storage.base import StorageManager
 
 log = logging.getLogger("controlplane.checkpoint_gc")
 COMPLETED, DELETING, DELETED, ACTIVE = CK.COMPLETED, CK.PARTIALLY_DELETED, CK.DELETED, CK.ACTIVE
@@ -51,13 +53,13 @@ class DrainReport:
     failed: dict[str, str] = field(default_factory=dict)  # uuid -> error
 
 
-def storage_of(rt: RuntimeCore, config: dict):
+def storage_of(rt: RuntimeCore, config: dict[str, Any]) -> StorageManager:
     from controlplane.storage import from_config
 
     return from_config(config or rt.settings.default_checkpoint_storage(), rt.settings.data_dir / "checkpoints")
 
 
-def _mark(session, ckpt: Checkpoint, reason: str) -> None:
+def _mark(session: AsyncSession, ckpt: Checkpoint, reason: str) -> None:
     session.add(StateTransition(entity="checkpoint", entity_id=ckpt.uuid, from_state=ckpt.state,
                                 to_state=DELETING, reason=reason, at=utcnow()))
     ckpt.state, ckpt.delete_reason, ckpt.delete_error = DELETING, reason, ""
@@ -158,7 +160,7 @@ async def request_deletion(rt: RuntimeCore, uuids: list[str], user: AuthedUser) 
     return marked
 
 
-async def mark_experiment(session, exp_id: int, reason: str) -> list[str]:
+async def mark_experiment(session: AsyncSession, exp_id: int, reason: str) -> list[str]:
     """Inside a caller's transaction (deleting the experiment): mark every checkpoint of it whose
     files may still exist and return all that are not deleted yet (marked now or before).
     Refused while any of them is in the model registry: a model version would lose its files."""
@@ -209,7 +211,7 @@ async def drain(rt: RuntimeCore, only: set[str] | None = None) -> DrainReport:
     return report
 
 
-def _delete_files(rt: RuntimeCore, storage_config: dict, uuid: str) -> None:
+def _delete_files(rt: RuntimeCore, storage_config: dict[str, Any], uuid: str) -> None:
     storage_of(rt, storage_config).delete(uuid)  # every store raises unless all its files are gone
 
 

@@ -6,6 +6,7 @@ import asyncio
 import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
@@ -35,7 +36,7 @@ def make_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(url, connect_args={"timeout": 30}, hide_parameters=True)
 
         @event.listens_for(engine.sync_engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record) -> None:
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             # WAL lets readers run beside the writer. synchronous=NORMAL: a commit is written to the
             # WAL (in the OS's page cache) before the 200, so it survives the master's process being
             # killed (kill -9), which is the durability the master promises; the WAL is fsynced at
@@ -51,7 +52,7 @@ def make_engine(url: str) -> AsyncEngine:
             dbapi_conn.isolation_level = None
 
         @event.listens_for(engine.sync_engine, "begin")
-        def _begin(conn) -> None:
+        def _begin(conn: Any) -> None:
             # A deferred transaction that reads and then writes fails at once with "database is
             # locked" when another writer won meanwhile (busy_timeout does not help there), so
             # write transactions take the write lock at BEGIN; reads stay deferred and never wait.
@@ -90,7 +91,7 @@ PG_WRITE_SLOTS = 16
 WRITE_OPTION = "controlplane_write"
 
 
-class SessionFactory(async_sessionmaker):
+class SessionFactory(async_sessionmaker[Any]):
     """``factory()`` opens a read session; ``factory.begin()`` a write transaction, which on
     SQLite takes the write lock at BEGIN."""
 

@@ -8,6 +8,7 @@ are stored as the strings "NaN", "Infinity", "-Infinity" (see ``controlplane.com
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -71,13 +72,13 @@ class Experiment(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(512))
     description: Mapped[str] = mapped_column(Text, default="")
-    labels: Mapped[list] = mapped_column(JSON, default=list)
+    labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.experiment.ExperimentState
-    config: Mapped[dict] = mapped_column(JSON)  # validated, defaults filled
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated, defaults filled
     original_config: Mapped[str] = mapped_column(Text)  # the YAML as submitted
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     searcher_type: Mapped[str] = mapped_column(String(32))
-    searcher_state: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    searcher_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     model_definition: Mapped[bytes] = mapped_column(LargeBinary)  # tar.gz of the context
     context_hash: Mapped[str] = mapped_column(String(64))
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
@@ -101,7 +102,7 @@ class Trial(Base):
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
     request_id: Mapped[str] = mapped_column(String(64))  # the searcher's id for this trial
     task_id: Mapped[str] = mapped_column(String(128), unique=True)
-    hparams: Mapped[dict] = mapped_column(JSON)
+    hparams: Mapped[dict[str, Any]] = mapped_column(JSON)
     seed: Mapped[int] = mapped_column(BigInteger)
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.trial.TrialState
     restarts: Mapped[int] = mapped_column(Integer, default=0)  # restarts after a failure, at most max_restarts
@@ -130,9 +131,9 @@ class Allocation(Base):
     slots_needed: Mapped[int] = mapped_column(Integer, default=1)
     priority: Mapped[int] = mapped_column(Integer, default=42)
     agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)  # rank 0's agent
-    slot_ids: Mapped[list] = mapped_column(JSON, default=list)  # rank 0's slots
+    slot_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # rank 0's slots
     # Every agent of the gang: [{"agent_id", "slot_ids", "rank", "started", "exited", "exit_code"}].
-    resources: Mapped[list] = mapped_column(JSON, default=list)
+    resources: Mapped[list[Any]] = mapped_column(JSON, default=list)
     # Killed by the master after ignoring a preemption: re-queued, not counted as a failure.
     killed_for_preemption: Mapped[bool] = mapped_column(Boolean, default=False)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the session token
@@ -166,7 +167,7 @@ class PaiJob(Base):
     name: Mapped[str] = mapped_column(String(255))  # jobName: unique per user
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.pai_job
-    spec: Mapped[dict] = mapped_column(JSON)  # the job JSON as submitted
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # the job JSON as submitted
     code: Mapped[bytes] = mapped_column(LargeBinary)  # tar.gz of codeDir (an empty archive without one)
     code_hash: Mapped[str] = mapped_column(String(64))
     resource_pool: Mapped[str] = mapped_column(String(255))  # virtualCluster
@@ -190,14 +191,14 @@ class Agent(Base):
     __tablename__ = "agents"
     id: Mapped[str] = mapped_column(String(255), primary_key=True)
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
-    slots: Mapped[list] = mapped_column(JSON, default=list)  # [wire Slot as dict]
-    addresses: Mapped[list] = mapped_column(JSON, default=list)
+    slots: Mapped[list[Any]] = mapped_column(JSON, default=list)  # [wire Slot as dict]
+    addresses: Mapped[list[Any]] = mapped_column(JSON, default=list)
     version: Mapped[str] = mapped_column(String(64), default="")
     connected: Mapped[bool] = mapped_column(Boolean, default=False)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     # det slot disable: slot id (str) -> True when draining (running work finishes), False when disabled
-    disabled_slots: Mapped[dict] = mapped_column(JSON, default=dict, server_default="{}")
+    disabled_slots: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     registered_at: Mapped[datetime] = _ts()
     last_seen: Mapped[datetime] = _ts()
 
@@ -226,8 +227,8 @@ class Metric(Base):
     trial_run_id: Mapped[int] = mapped_column(Integer, default=0)
     group: Mapped[str] = mapped_column("metric_group", String(64))
     steps_completed: Mapped[int] = mapped_column(BigInteger)
-    metrics: Mapped[dict] = mapped_column(JSON)  # avgMetrics
-    batch_metrics: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)  # avgMetrics
+    batch_metrics: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     report_time: Mapped[datetime] = _ts()
 
     __table_args__ = (
@@ -246,13 +247,13 @@ class Checkpoint(Base):
     allocation_id: Mapped[str] = mapped_column(String(160), default="")
     state: Mapped[str] = mapped_column(String(32))  # STATE_COMPLETED, STATE_DELETED, ...
     steps_completed: Mapped[int] = mapped_column(BigInteger, default=0)
-    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
-    resources: Mapped[dict] = mapped_column(JSON, default=dict)  # relpath -> size in bytes
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    resources: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # relpath -> size in bytes
     size: Mapped[int] = mapped_column(BigInteger, default=0)
-    storage: Mapped[dict] = mapped_column(JSON, default=dict)  # checkpoint_storage config used
+    storage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # checkpoint_storage config used
     # relpath -> sha256 hex of each file as reported (None: not known, not verified); download and
     # restore refuse a file that no longer matches (services/checkpoint_files.py)
-    digests: Mapped[dict | None] = mapped_column(JSON, nullable=True, default=None)
+    digests: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
     report_time: Mapped[datetime] = _ts()
     # Garbage collection: STATE_PARTIALLY_DELETED means "its files are being deleted" (storage
     # first, then this row becomes STATE_DELETED); the reason and the last failure are kept.
@@ -309,8 +310,8 @@ class RegisteredModel(Base):
     name: Mapped[str] = mapped_column(String(255), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     notes: Mapped[str] = mapped_column(Text, default="")
-    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
-    labels: Mapped[list] = mapped_column(JSON, default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = _ts()
@@ -332,8 +333,8 @@ class ModelVersion(Base):
     name: Mapped[str] = mapped_column(String(255), default="")
     comment: Mapped[str] = mapped_column(Text, default="")
     notes: Mapped[str] = mapped_column(Text, default="")
-    metadata_: Mapped[dict] = mapped_column("metadata", JSON, default=dict)
-    labels: Mapped[list] = mapped_column(JSON, default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    labels: Mapped[list[Any]] = mapped_column(JSON, default=list)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     created_at: Mapped[datetime] = _ts()
     updated_at: Mapped[datetime] = _ts()
@@ -351,7 +352,7 @@ class Template(Base):
     __tablename__ = "templates"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
-    config: Mapped[dict] = mapped_column(JSON)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
     workspace_id: Mapped[int] = mapped_column(Integer, default=1)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     created_at: Mapped[datetime] = _ts()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from controlplane.config.harness_view import harness_config
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
@@ -40,7 +41,7 @@ def trial_env(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, clus
     return env
 
 
-def trial_info(exp: Experiment, trial: Trial, latest: Checkpoint | None) -> dict:
+def trial_info(exp: Experiment, trial: Trial, latest: Checkpoint | None) -> dict[str, Any]:
     """info/trial.json (reference §4.3)."""
     return {
         "trial_id": trial.id,

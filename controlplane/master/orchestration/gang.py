@@ -7,10 +7,12 @@ failed rank gets the others killed: a gang lives and dies together).
 
 from __future__ import annotations
 
+from typing import Any
+
 from controlplane.master.db.models import Allocation
 
 
-def resources_of(alloc: Allocation) -> list[dict]:
+def resources_of(alloc: Allocation) -> list[dict[str, Any]]:
     if alloc.resources:
         return alloc.resources
     if alloc.agent_id:  # an allocation placed before gangs existed
@@ -29,7 +31,7 @@ def assign(alloc: Allocation, placement: tuple[tuple[str, tuple[int, ...]], ...]
     alloc.agent_id, alloc.slot_ids = placement[0][0], list(placement[0][1])
 
 
-def _update(alloc: Allocation, agent_id: str, **changes: object) -> dict | None:
+def _update(alloc: Allocation, agent_id: str, **changes: object) -> dict[str, Any] | None:
     resources = [dict(r) for r in resources_of(alloc)]
     hit = None
     for r in resources:
@@ -63,7 +65,7 @@ def all_exited(alloc: Allocation) -> bool:
     return all(r.get("exited") for r in resources_of(alloc))
 
 
-def _first_failure(alloc: Allocation) -> dict | None:
+def _first_failure(alloc: Allocation) -> dict[str, Any] | None:
     """The rank that failed first (rows from before that was recorded: the lowest failed rank)."""
     ranks = sorted(resources_of(alloc), key=lambda r: r["rank"])
     return (next((r for r in ranks if r.get("first_failure")), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -34,7 +34,8 @@ from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.transitions import move
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler import planner
-from controlplane.searchers.base import Create, Shutdown, Stop
+from controlplane.searchers.base import Action as SearcherAction
+from controlplane.searchers.base import Create, Searcher, Shutdown, Stop
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
 from controlplane.state import trial as T
@@ -127,7 +128,7 @@ class Orchestrator:
             self.cm = self.orch.rt.sessions.begin()
             return await self.cm.__aenter__()
 
-        async def __aexit__(self, *exc) -> None:
+        async def __aexit__(self, *exc: object) -> None:
             try:
                 await self.cm.__aexit__(*exc)
                 if exc[0] is None:
@@ -341,7 +342,8 @@ class Orchestrator:
         if trial is not None and trial.state == T.QUEUED:
             move(session, trial, T.RUNNING, "its allocation started")
 
-    async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher, actions) -> None:
+    async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher: Searcher,
+                             actions: Iterable[SearcherAction]) -> None:
         shutdown = failure = None
         for action in actions:
             if isinstance(action, Create):

@@ -32,7 +32,7 @@ PORT_HIGH = 32000  # exclusive
 DEFAULT_ADDRESS = "127.0.0.1"
 
 
-def ports_of(entry: dict) -> list[int]:
+def ports_of(entry: dict[str, Any]) -> list[int]:
     ports = entry.get("ports") or {}
     out = [ports["c10d"]] if ports.get("c10d") else []
     out += [p for p in ports.get("dist") or [] if p]

@@ -6,6 +6,7 @@ offers; an agent that goes away takes its environments with it (its work waits).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,7 +44,7 @@ def job_priority(exp: Experiment, policy: PoolPolicy | None) -> int:
     return policy.default_priority if policy else 42
 
 
-def _ts(value) -> float:
+def _ts(value: Any) -> float:
     value = aware(value)
     return value.timestamp() if value is not None else 0.0
 

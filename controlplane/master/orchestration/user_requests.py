@@ -10,7 +10,7 @@ are not agent events so the orchestrator stays one concern long.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select
 
@@ -82,7 +82,7 @@ async def _resume_point(session: AsyncSession, trial: Trial) -> str | None:
         .order_by(Checkpoint.steps_completed.desc(), Checkpoint.report_time.desc()).limit(1))
 
 
-async def continue_experiment(orch: Orchestrator, principal: Principal, exp_id: int, config: dict,
+async def continue_experiment(orch: Orchestrator, principal: Principal, exp_id: int, config: dict[str, Any],
                               username: str) -> None:
     """ContinueExperiment: the experiment is active again with ``config`` (the override merged
     over its active config, validated by the caller). A ``single`` experiment's trial runs again
@@ -174,6 +174,6 @@ async def _delete_rows(session: AsyncSession, exp: Experiment) -> None:
     await session.delete(exp)
 
 
-def _chunks(ids: list, size: int = 500) -> list[list]:
+def _chunks(ids: list[Any], size: int = 500) -> list[list[Any]]:
     """IN lists of bounded length (SQLite caps bound parameters)."""
     return [ids[i:i + size] for i in range(0, len(ids), size)]

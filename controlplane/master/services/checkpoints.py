@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import msgspec
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master import checkpoint_files
@@ -166,7 +167,7 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
             trial.total_batches = max(trial.total_batches, steps)
 
 
-async def _reported_into(session, principal: Principal, data: ReportCheckpointRequest,
+async def _reported_into(session: AsyncSession, principal: Principal, data: ReportCheckpointRequest,
                          allocation_id: str) -> tuple[Trial, Experiment, Checkpoint | None] | None:
     """(trial, experiment, existing row) the report goes into, if the caller may report there; None
     for a retry of a report that already landed."""
@@ -193,7 +194,8 @@ async def _reported_into(session, principal: Principal, data: ReportCheckpointRe
 
 
 async def set_metadata(rt: MasterRuntime, principal: Principal, ckpt_uuid: str,
-                       data: PostCheckpointMetadataRequest) -> tuple[Checkpoint, dict | None, dict | None]:
+                       data: PostCheckpointMetadataRequest
+                       ) -> tuple[Checkpoint, dict[str, Any] | None, dict[str, Any] | None]:
     """``checkpoint.add_metadata`` / ``remove_metadata``: the metadata becomes the one sent (as in
     Determined), by the owner of the checkpoint's experiment or an admin; what the answer needs."""
     from controlplane.master.authz import Action, require_owner
@@ -213,7 +215,7 @@ async def set_metadata(rt: MasterRuntime, principal: Principal, ckpt_uuid: str,
         return ckpt, (exp.config if exp is not None else None), validation
 
 
-async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:
+async def readable_by(session: AsyncSession, principal: Principal, ckpt: Checkpoint) -> None:
     """A task reads only its own experiment's checkpoints (and the one it warm-starts from);
     users read any (VIEW)."""
     if not isinstance(principal, TaskPrincipal):
@@ -231,7 +233,7 @@ async def readable_by(session, principal: Principal, ckpt: Checkpoint) -> None:
 
 
 async def get_checkpoint(rt: MasterRuntime, principal: Principal,
-                         ckpt_uuid: str) -> tuple[Checkpoint, dict | None, dict | None]:
+                         ckpt_uuid: str) -> tuple[Checkpoint, dict[str, Any] | None, dict[str, Any] | None]:
     """(checkpoint, its experiment's config, the validation metrics at its step), if the caller may read it."""
     async with rt.sessions() as session:
         ckpt = await session.get(Checkpoint, ckpt_uuid)
@@ -246,7 +248,7 @@ async def get_checkpoint(rt: MasterRuntime, principal: Principal,
         return ckpt, config, validation
 
 
-async def _validation_at(session, trial_id: int | None, steps: int) -> dict | None:
+async def _validation_at(session: AsyncSession, trial_id: int | None, steps: int) -> dict[str, Any] | None:
     if trial_id is None:
         return None
     return await session.scalar(select(Metric.metrics).where(
@@ -255,7 +257,8 @@ async def _validation_at(session, trial_id: int | None, steps: int) -> dict | No
 
 
 async def list_checkpoints(rt: MasterRuntime, *, experiment_id: int | None = None,
-                           trial_id: int | None = None) -> tuple[list[tuple[Checkpoint, dict | None]], dict]:
+                           trial_id: int | None = None) -> tuple[list[tuple[Checkpoint, dict[str, Any] | None]],
+                           dict[str, Any]]:
     """Checkpoints of an experiment or a trial, each with its validation metrics, and the config."""
     async with rt.sessions() as session:
         if experiment_id is not None:

@@ -48,7 +48,7 @@ def _int(value: Any, where: str, default: int) -> int:
     return number
 
 
-def _check(entries: list, limit: int) -> list[tuple[Any, names.Entry, int]]:
+def _check(entries: list[Any], limit: int) -> list[tuple[Any, names.Entry, int]]:
     """Every entry checked, nothing decoded: (entry, its name record, kind)."""
     if len(entries) > names.MAX_ENTRIES:
         raise BadRequest(f"modelDefinition: the context has {len(entries)} entries, over the limit of "

@@ -11,6 +11,7 @@ different: without a Docker engine no agent offers them. The same rule decides p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.errors import BadRequest
@@ -30,7 +31,7 @@ def environment_problem(image: Image, pool: str, agents: Sequence[AgentConnectio
     return f"{where} offers the environment {image.describe()} (environments offered: {', '.join(offered)})"
 
 
-def check_environment(rt: MasterRuntime, cfg: dict) -> None:
+def check_environment(rt: MasterRuntime, cfg: dict[str, Any]) -> None:
     """Raises BadRequest naming ``environment.image`` when the experiment's trials have nowhere to run."""
     try:
         image = image_of_config(cfg)

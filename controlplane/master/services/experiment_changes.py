@@ -10,7 +10,7 @@ experiment's checkpoint files between its two state moves.
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
@@ -44,7 +44,7 @@ class ContinueExperimentRequest(msgspec.Struct, rename="camel", kw_only=True):
     override_config: Annotated[str, msgspec.Meta(max_length=MAX_OVERRIDE_BYTES)] | None = None
 
 
-def active_config(exp: Experiment) -> dict:
+def active_config(exp: Experiment) -> dict[str, Any]:
     """The experiment's config as it runs now: ``det e set priority|weight|max-slots`` (and
     ``det job update``) change the experiment's columns, which Determined shows in its config."""
     resources = dict(exp.config.get("resources") or {})
@@ -99,7 +99,7 @@ async def change_label(rt: MasterRuntime, principal: Principal, exp_id: int, lab
         return labels
 
 
-def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | None) -> dict:
+def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | None) -> dict[str, Any]:
     """The override (YAML) merged over the active config, validated as a create's config is."""
     searcher = exp.config["searcher"]["name"]
     text = (override_text or "").strip()

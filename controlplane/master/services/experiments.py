@@ -43,7 +43,7 @@ from controlplane.state import experiment as E
 
 @dataclass(frozen=True)
 class Prepared:
-    cfg: dict  # every default filled: what is stored and parsed again on activate
+    cfg: dict[str, Any]  # every default filled: what is stored and parsed again on activate
     text: str  # the config as the user sent it
     archive: bytes
     digest: str
@@ -69,7 +69,7 @@ def body_field(body: Any, camel: str, default: Any = None) -> Any:
 @dataclass(frozen=True)
 class NamedTemplate:
     name: str
-    config: dict
+    config: dict[str, Any]
 
 
 def _invalid(e: ConfigError | str, template: NamedTemplate | None) -> BadRequest:
@@ -81,7 +81,7 @@ def _limits(settings: MasterSettings) -> Limits:
     return Limits(settings.max_config_bytes, settings.max_config_depth)
 
 
-def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict, str]:
+def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict[str, Any], str]:
     limits = _limits(settings)
     if isinstance(raw_config, str):
         return load_yaml(raw_config, source="config", limits=limits), raw_config
@@ -122,7 +122,7 @@ def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
         raise ConfigError("searcher", f"the searcher cannot start with these hyperparameters: {e}") from e
 
 
-def with_default_storage(settings: MasterSettings, raw: dict) -> dict:
+def with_default_storage(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, Any]:
     """Determined's merge of the cluster's ``checkpoint_storage`` under the experiment's: a block
     with only ``save_*`` keys (what ``det e create --test`` sends) or the same ``type`` takes the
     rest from the cluster's; another ``type`` is kept whole (``config/merge.py``)."""
@@ -139,14 +139,14 @@ def count_hyperparameters(raw: Any) -> int:
     return sum(count_hyperparameters(v) if isinstance(v, dict) and "type" not in v else 1 for v in raw.values())
 
 
-def _check_hyperparameter_count(settings: MasterSettings, raw: dict) -> None:
+def _check_hyperparameter_count(settings: MasterSettings, raw: dict[str, Any]) -> None:
     """Before anything parses them: each one costs every searcher step, list and trial answer."""
     n, limit = count_hyperparameters(raw.get("hyperparameters")), settings.max_hyperparameters
     if n > limit:
         raise ConfigError("hyperparameters", f"{n} hyperparameters, over the limit of {limit}")
 
 
-def _final_config(settings: MasterSettings, raw: dict) -> dict:
+def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, Any]:
     _check_hyperparameter_count(settings, raw)
     cfg = parse_experiment_config(with_default_storage(settings, raw)).to_dict()
     if not cfg.get("checkpoint_storage"):
@@ -172,7 +172,7 @@ def _final_config(settings: MasterSettings, raw: dict) -> dict:
     return cfg
 
 
-def _with_template(settings: MasterSettings, raw: dict, template: NamedTemplate | None) -> dict:
+def _with_template(settings: MasterSettings, raw: dict[str, Any], template: NamedTemplate | None) -> dict[str, Any]:
     if template is None:
         return raw
     merged = merge_template(raw, template.config)
@@ -198,7 +198,7 @@ def create_warnings(cfg: ExperimentConfig) -> tuple[str, ...]:
     return tuple(w for w in (subset_warning(cfg),) if w)
 
 
-def _check_shape(rt: MasterRuntime, cfg: dict) -> None:
+def _check_shape(rt: MasterRuntime, cfg: dict[str, Any]) -> None:
     from controlplane.master.services.jobs import shape_problem
 
     resources = cfg["resources"]

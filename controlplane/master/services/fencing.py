@@ -40,7 +40,7 @@ async def update_trial(session: AsyncSession, principal: Principal, trial_id: in
     """UPDATE the trial if ``principal`` may write into it now; otherwise 404/403/409 saying why."""
     # synchronize_session=False: the callers' sessions hold no Trial objects to refresh, and the
     # ORM's evaluation of the WHERE clause in Python cost a few percent of every metric report.
-    result = cast(CursorResult, await session.execute(
+    result = cast(CursorResult[Any], await session.execute(
         update(Trial).where(Trial.id == trial_id, *_conditions(principal, action)).values(**values)
         .execution_options(synchronize_session=False)))
     if result.rowcount == 0:

@@ -127,7 +127,7 @@ def _row(rt: MasterRuntime, job: QueueJob, username: str, usage: tuple[int, int,
                   allocated=usage[1], scheduled=usage[2], job=job)
 
 
-def sort_key(row: JobRow, rt: MasterRuntime) -> tuple:
+def sort_key(row: JobRow, rt: MasterRuntime) -> tuple[Any, ...]:
     """The scheduler's order: priority, queue position, submission time (under fair share, submission
     time alone); ties by table and row id, so the order is stable."""
     pool = rt.settings.pool(row.resource_pool)
@@ -174,7 +174,8 @@ async def job_rows(session: AsyncSession, rt: MasterRuntime, pool: str | None = 
     return sorted(rows, key=lambda r: sort_key(r, rt))
 
 
-def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float = 0.0, workspace_id: int = 1) -> dict:
+def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float = 0.0,
+             workspace_id: int = 1) -> dict[str, Any]:
     """Determined's ``v1Job``. Only experiments are preempted by the scheduler (``snapshot.py``)."""
     experiment = row.experiment is not None
     return {
@@ -211,7 +212,7 @@ def check_weight(rt: MasterRuntime, pool_name: str, value: Any, what: str) -> fl
     return float(value)
 
 
-def with_gc_policy(config: dict, change: PatchCheckpointStorage) -> dict:
+def with_gc_policy(config: dict[str, Any], change: PatchCheckpointStorage) -> dict[str, Any]:
     """`det e set gc-policy`: the experiment's save_* numbers, in a new config dict (JSON columns
     see only whole-value assignments)."""
     storage = dict(config.get("checkpoint_storage") or {})

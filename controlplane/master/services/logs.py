@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from sqlalchemy import Select, insert, select
@@ -95,7 +95,7 @@ async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs
     await insert_rows(rt, rows, trial_id)
 
 
-def _clean(rows: list[dict]) -> list[dict]:
+def _clean(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         text = bounded(row["log"])
         if "\x00" in text:
@@ -104,7 +104,7 @@ def _clean(rows: list[dict]) -> list[dict]:
     return rows
 
 
-async def insert_rows(rt: MasterRuntime, rows: list[dict], trial_id: int | None) -> None:
+async def insert_rows(rt: MasterRuntime, rows: list[dict[str, Any]], trial_id: int | None) -> None:
     async with rt.sessions.begin() as session:
         await session.execute(insert(TaskLog), _clean(rows))
     if trial_id is not None:
@@ -129,7 +129,7 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
         return
     task = principal if isinstance(principal, TaskPrincipal) else None
     now = utcnow()
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     trials: set[int] = set()
     async with rt.sessions.begin() as session:
         user_trials: dict[str, int] = {}
@@ -171,7 +171,7 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
 
 
 def trial_log_query(trial_id: int, *, rank_ids: Sequence[int] = (), stdtypes: Sequence[str] = (),
-                    levels: Sequence[str] = (), search_text: str = "") -> Select:
+                    levels: Sequence[str] = (), search_text: str = "") -> Select[Any]:
     """A trial's log lines with the filters of ``det trial logs`` (the API) and the trial page."""
     stmt = select(TaskLog).where(TaskLog.trial_id == trial_id)
     if rank_ids:

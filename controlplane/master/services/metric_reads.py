@@ -157,7 +157,7 @@ async def summary_metrics(session: AsyncSession, trial_id: int) -> dict[str, Any
     rows: Sequence[Any] = (await session.execute(text(sql), {"trial_id": trial_id, "cap": MAX_SUMMARY_METRICS})).all()
     if not rows:
         return None
-    kinds: dict[tuple[str, str], dict[str, list]] = {}
+    kinds: dict[tuple[str, str], dict[str, list[Any]]] = {}
     for grp, name, kind, special, n, lo, hi, total in rows:
         kind = "number" if special is not None else kind
         kinds.setdefault((grp, name), {}).setdefault(kind, []).append((special, n, lo, hi, total))

@@ -26,6 +26,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 from sqlalchemy import DateTime, bindparam, text
@@ -55,8 +56,8 @@ class Report:
     steps_completed: int
     trial_run_id: int | None
     report_time: datetime | None
-    avg_metrics: dict
-    batch_metrics: list | None
+    avg_metrics: dict[str, Any]
+    batch_metrics: list[Any] | None
 
 
 @dataclass(slots=True)
@@ -187,7 +188,7 @@ async def _update_trials(session: AsyncSession, group: list[_Pending]) -> set[in
 class MetricWriter:
     """Queues task metric batches and commits them in groups (see the module's docstring)."""
 
-    def __init__(self, sessions: async_sessionmaker, *, writers: int) -> None:
+    def __init__(self, sessions: async_sessionmaker[Any], *, writers: int) -> None:
         self._sessions = sessions
         self._writers = writers
         self._queue: deque[_Pending] = deque()

@@ -159,7 +159,7 @@ def batch_reports(body: ReportBatchRequest) -> list[Report]:
     return [to_report(r, r.group, f"reports[{i}]") for i, r in enumerate(body.reports)]
 
 
-def _searcher_value(metrics: dict, name: str) -> float | None:
+def _searcher_value(metrics: dict[str, Any], name: str) -> float | None:
     value = decode_nonfinite(metrics.get(name))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None

@@ -111,8 +111,8 @@ class VersionView:
     model: ModelView
     username: str
     checkpoint: Checkpoint
-    experiment_config: dict | None  # of the experiment that wrote the checkpoint
-    validation: dict | None  # that trial's validation metrics at the checkpoint's step
+    experiment_config: dict[str, Any] | None  # of the experiment that wrote the checkpoint
+    validation: dict[str, Any] | None  # that trial's validation metrics at the checkpoint's step
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _model_name(value: Any, name: str = "name") -> str:
     return value
 
 
-def _metadata(value: dict[str, Any] | None, name: str) -> dict | None:
+def _metadata(value: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
     return None if value is None else plain_json(value, name)
 
 

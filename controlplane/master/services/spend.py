@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, or_, select
+from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import epoch
@@ -50,7 +51,7 @@ class Machine:
     slots: int  # 0: unknown (its agent never registered)
 
 
-def _holds_of(rows: Iterable, now: float) -> list[Hold]:
+def _holds_of(rows: Iterable[Any], now: float) -> list[Hold]:
     out = []
     for exp_id, assigned, started, ended, agent_id, slot_ids, resources in rows:
         start = epoch(assigned or started, now)
@@ -62,7 +63,7 @@ def _holds_of(rows: Iterable, now: float) -> list[Hold]:
     return out
 
 
-def _hold_query(where: ColumnElement[bool]):  # a Select of the columns _holds_of reads
+def _hold_query(where: ColumnElement[bool]) -> Select[Any]:  # a Select of the columns _holds_of reads
     return (select(Trial.experiment_id, Allocation.assigned_at, Allocation.started_at, Allocation.ended_at,
                    Allocation.agent_id, Allocation.slot_ids, Allocation.resources)
             .join(Trial, Trial.id == Allocation.trial_id)

@@ -146,7 +146,7 @@ async def get_template(rt: MasterRuntime, name: str) -> V1Template:
         return v1_template(tpl, await _username(session, tpl.owner_id))
 
 
-async def config_for_experiment(rt: MasterRuntime, name: str) -> dict:
+async def config_for_experiment(rt: MasterRuntime, name: str) -> dict[str, Any]:
     """The stored config (secrets included) of the template an experiment names: a 400 naming it if unknown."""
     async with rt.sessions() as session:
         tpl = await _find(session, name)

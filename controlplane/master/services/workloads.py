@@ -73,12 +73,12 @@ async def _total(session: AsyncSession, trial_id: int) -> int:
     return metrics + ckpts
 
 
-def _metric_json(kind: str, m: Any) -> dict:
+def _metric_json(kind: str, m: Any) -> dict[str, Any]:
     return {kind: {"totalBatches": m.steps_completed, "numInputs": 0, "endTime": iso(m.report_time),
                    "metrics": {"avgMetrics": m.metrics, "batchMetrics": m.batch_metrics}}}
 
 
-def _checkpoint_json(c: Checkpoint) -> dict:
+def _checkpoint_json(c: Checkpoint) -> dict[str, Any]:
     return {"checkpoint": {
         "totalBatches": c.steps_completed, "state": c.state, "uuid": c.uuid, "endTime": iso(c.report_time),
         "resources": {k: str(v) for k, v in (c.resources or {}).items()}, "metadata": c.metadata_}}

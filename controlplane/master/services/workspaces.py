@@ -214,13 +214,13 @@ def _page(offset: int, limit: int) -> tuple[int, int]:
     return offset, MAX_PAGE if limit <= 0 else min(limit, MAX_PAGE)
 
 
-def _ordered(q: Select, column: Any, id_column: Any, sort_by: str | None, order_by: str | None) -> Select:
+def _ordered(q: Select[Any], column: Any, id_column: Any, sort_by: str | None, order_by: str | None) -> Select[Any]:
     desc = order_by == "ORDER_BY_DESC"
     cols = [column, id_column] if sort_by == "SORT_BY_NAME" else [id_column]
     return q.order_by(*(c.desc() if desc else c.asc() for c in cols))
 
 
-async def _listed(session: AsyncSession, q: Select, column: Any, id_column: Any, sort_by: str | None,
+async def _listed(session: AsyncSession, q: Select[Any], column: Any, id_column: Any, sort_by: str | None,
                   order_by: str | None, offset: int, limit: int) -> tuple[list[Any], Pagination]:
     """One page of ``q`` in the order asked for, and Determined's pagination of it."""
     offset, size = _page(offset, limit)
@@ -231,7 +231,7 @@ async def _listed(session: AsyncSession, q: Select, column: Any, id_column: Any,
                             total=total)
 
 
-def _users_filter(q: Select, owner_column: Any, users: list[str], user_ids: list[int]) -> Select:
+def _users_filter(q: Select[Any], owner_column: Any, users: list[str], user_ids: list[int]) -> Select[Any]:
     if users:
         q = q.where(owner_column.in_(select(User.id).where(User.username.in_(users))))
     if user_ids:
@@ -303,7 +303,7 @@ async def patch_workspace(session: AsyncSession, principal: Principal, workspace
     return ws
 
 
-async def _experiments_in(session: AsyncSession, project_ids: Select | list[int]) -> int:
+async def _experiments_in(session: AsyncSession, project_ids: Select[Any] | list[int]) -> int:
     return await session.scalar(select(func.count()).select_from(Experiment).where(
         Experiment.project_id.in_(project_ids))) or 0
 
@@ -425,7 +425,7 @@ async def delete_project(session: AsyncSession, principal: Principal, project_id
 
 
 # ---- experiments' project --------------------------------------------------------------------
-async def project_for_experiment(session: AsyncSession, config: dict, project_id: int | None) -> int:
+async def project_for_experiment(session: AsyncSession, config: dict[str, Any], project_id: int | None) -> int:
     """Determined's rule: a ``projectId`` in the request wins; else the config's ``workspace`` and
     ``project`` (both or neither); else the default project. What does not exist is a 400 naming it."""
     if project_id and project_id > DEFAULT_ID:

@@ -12,11 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litestar import Request, Response
+from litestar import Response
 
 from controlplane.master import browser_session as web_session
 from controlplane.master.api.auth_guard import user_of
 from controlplane.master.authz import Action, allows
+from controlplane.master.http_types import AnyRequest
 
 if TYPE_CHECKING:
     import jinja2
@@ -41,7 +42,7 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def page(request: Request, template: str, **context: Any) -> Response:
+def page(request: AnyRequest, template: str, **context: Any) -> Response[Any]:
     user = user_of(request)
     token = web_session.cookie_token(request)
     base = {"user": user, "csrf": web_session.csrf_token(token) if token else "", "nav": NAV,
@@ -58,7 +59,7 @@ def page(request: Request, template: str, **context: Any) -> Response:
                              "Content-Security-Policy": CSP})
 
 
-def missing(request: Request, message: str) -> Response:
+def missing(request: AnyRequest, message: str) -> Response[Any]:
     """A 404 page (an unknown id in a page's path), rather than the API's JSON error."""
     response = page(request, "missing.html", message=message)
     response.status_code = 404

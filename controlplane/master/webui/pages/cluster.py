@@ -14,9 +14,10 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api.agents import V1Agent, agent_json
@@ -26,6 +27,7 @@ from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
 from controlplane.master.autoscaling.service import scaling_of
 from controlplane.master.db.models import Agent, Allocation, Experiment, Instance
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import gang
 from controlplane.master.services import spend
 from controlplane.master.webui import render
@@ -71,8 +73,8 @@ class AgentView:
 
 
 @get("/cluster", opt=opt(Action.VIEW), include_in_schema=False)
-async def cluster_page(request: Request, limit: PageLimit = 50, offset: ListOffset = 0,
-                       spend_window: SpendQuery = SpendWindow.WEEK) -> Response:
+async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListOffset = 0,
+                       spend_window: SpendQuery = SpendWindow.WEEK) -> Response[Any]:
     rt = runtime_of(request)
     now, t_now = utcnow(), time.time()
     known = set(rt.hub.connections) | set(rt.hub.away_since)  # connected or within their reconnect window
@@ -113,7 +115,7 @@ async def cluster_page(request: Request, limit: PageLimit = 50, offset: ListOffs
                        self_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""))
 
 
-async def _slot_use(session) -> dict[str, dict[int, str]]:
+async def _slot_use(session: AsyncSession) -> dict[str, dict[int, str]]:
     """agent id -> slot id -> the allocation holding it (bounded by the cluster's slots)."""
     out: dict[str, dict[int, str]] = {}
     for alloc in (await session.scalars(select(Allocation).where(

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import yaml
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,6 +22,7 @@ from controlplane.master.api.params import ExperimentId
 from controlplane.master.api.serializers import config_json
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Experiment, Trial, User
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress, searcher_runtime
 from controlplane.master.webui import charts, render
 from controlplane.master.webui.pages.experiments import actions
@@ -104,7 +105,7 @@ async def load_experiment(session: AsyncSession, exp_id: int) -> Experiment | No
 
 
 @get("/experiments/{exp_id:int}", opt=opt(Action.VIEW), include_in_schema=False)
-async def experiment_page(request: Request, exp_id: ExperimentId, offset: TrialOffset = 0) -> Response:
+async def experiment_page(request: AnyRequest, exp_id: ExperimentId, offset: TrialOffset = 0) -> Response[Any]:
     async with runtime_of(request).sessions() as session:
         exp = await load_experiment(session, exp_id)
         if exp is None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import Select, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,6 +21,7 @@ from controlplane.common.timeutil import aware
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Experiment, Trial, User
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
 from controlplane.master.webui import render
 from controlplane.state import experiment as E
@@ -73,7 +74,7 @@ def _has_label(session: AsyncSession, label: str) -> Any:
                 ).bindparams(label=label)
 
 
-def _filtered(session: AsyncSession, f: Filters) -> Select:
+def _filtered(session: AsyncSession, f: Filters) -> Select[Experiment, str]:
     q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id) \
         .options(defer(Experiment.model_definition), defer(Experiment.original_config))
     q = q.where(Experiment.archived.is_(f.archived))
@@ -145,12 +146,12 @@ def actions(state: str, archived: bool) -> list[tuple[str, str, str]]:
 
 @get("/experiments", opt=opt(Action.VIEW), include_in_schema=False)
 async def experiments_page(
-    request: Request, state_: Annotated[StateFilter, QueryParameter(name="state")] = "",
+    request: AnyRequest, state_: Annotated[StateFilter, QueryParameter(name="state")] = "",
     owner: Text = "", label: Text = "", q: Text = "",
     archived: bool = False, sort: Sort = "id", order: Literal["asc", "desc"] = "desc",
     limit: Annotated[int, Parameter(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
-) -> Response:
+) -> Response[Any]:
     f = Filters(state_, owner, label, q, archived, sort, order, limit, offset)
     async with runtime_of(request).sessions() as session:
         rows, total = await list_page(session, f)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter
 
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import jobs as svc
 from controlplane.master.webui import render
 
@@ -54,8 +55,8 @@ def short_ids(ids: list[str]) -> dict[str, str]:
 
 
 @get("/jobs", opt=opt(Action.VIEW), include_in_schema=False)
-async def jobs_page(request: Request, pool: PoolName = None, limit: PageLimit = 50,
-                    offset: ListOffset = 0) -> Response:
+async def jobs_page(request: AnyRequest, pool: PoolName = None, limit: PageLimit = 50,
+                    offset: ListOffset = 0) -> Response[Any]:
     rt = runtime_of(request)
     names = rt.settings.pool_names()
     chosen = pool or (names[0] if names else "default")
@@ -79,7 +80,7 @@ async def jobs_page(request: Request, pool: PoolName = None, limit: PageLimit = 
                        head=rows[0].job_id if rows else "", limit=limit, offset=offset, self_url=_url(request))
 
 
-def _url(request: Request) -> str:
+def _url(request: AnyRequest) -> str:
     """The page's own URL, which its live part polls."""
     query = request.url.query
     return request.url.path + (f"?{query}" if query else "")

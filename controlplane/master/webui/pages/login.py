@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import Response, get, post
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 from litestar.response import Redirect
@@ -24,6 +24,7 @@ from controlplane.master import browser_session as web_session
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import Unauthenticated
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import auth
 from controlplane.master.token_cache import USER_TOKENS, token_hash
 from controlplane.master.webui import render
@@ -41,7 +42,7 @@ class LogoutForm(msgspec.Struct):
     csrf: Annotated[str, msgspec.Meta(max_length=128)] = ""
 
 
-def _login_page(next_path: str, error: str = "", username: str = "", status: int = 200) -> Response:
+def _login_page(next_path: str, error: str = "", username: str = "", status: int = 200) -> Response[Any]:
     body = render.environment().get_template("login.html").render(
         next=web_session.safe_next(next_path), error=error, username=username)
     return Response(body, status_code=status, media_type="text/html; charset=utf-8",
@@ -49,7 +50,7 @@ def _login_page(next_path: str, error: str = "", username: str = "", status: int
                              "X-Frame-Options": "DENY"})
 
 
-def cross_site(request: Request) -> str | None:
+def cross_site(request: AnyRequest) -> str | None:
     """Why a browser's form post comes from another site, or None (same origin, or nothing says).
     The master's own origins: the host the request was sent to, and ``public_url`` (behind a proxy
     that rewrites ``Host``)."""
@@ -67,19 +68,19 @@ def cross_site(request: Request) -> str | None:
     return None
 
 
-def _refused(what: str, why: str) -> Response:
+def _refused(what: str, why: str) -> Response[Any]:
     return Response(f"{what} refused: this form was posted from another site ({why}); use this master's own page",
                     status_code=403, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
 
 
 @get(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False)
-async def login_form(next: str = "/") -> Response:  # the query parameter's name
+async def login_form(next: str = "/") -> Response[Any]:  # the query parameter's name
     return _login_page(next[:2048])
 
 
 @post(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False, status_code=303)
-async def login_submit(request: Request,
-                       data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response:
+async def login_submit(request: AnyRequest,
+                       data: Annotated[LoginForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response[Any]:
     if (why := cross_site(request)) is not None:
         return _refused("sign-in", why)
     try:
@@ -93,8 +94,8 @@ async def login_submit(request: Request,
 
 
 @post("/logout", opt=opt(Action.PUBLIC), include_in_schema=False, status_code=303)
-async def logout(request: Request,
-                 data: Annotated[LogoutForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response:
+async def logout(request: AnyRequest,
+                 data: Annotated[LogoutForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response[Any]:
     if (why := cross_site(request)) is not None:
         return _refused("sign-out", why)  # the session and its cookie are left as they were
     token = web_session.cookie_token(request)

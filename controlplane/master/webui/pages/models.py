@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter
 from sqlalchemy import func, select
 
@@ -17,6 +17,7 @@ from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Checkpoint, Experiment, ModelVersion, RegisteredModel, User
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.webui import render
 
 MAX_PAGE = 200
@@ -54,13 +55,13 @@ class VersionRow:
     experiment_name: str | None
 
 
-def _self_url(request: Request) -> str:
+def _self_url(request: AnyRequest) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
 
 @get("/models", opt=opt(Action.VIEW), include_in_schema=False)
-async def models_page(request: Request, name: NameFilter = "", limit: PageLimit = 50,
-                      offset: ListOffset = 0) -> Response:
+async def models_page(request: AnyRequest, name: NameFilter = "", limit: PageLimit = 50,
+                      offset: ListOffset = 0) -> Response[Any]:
     counts = select(ModelVersion.model_id, func.count().label("n")).group_by(ModelVersion.model_id).subquery()
     where = func.lower(RegisteredModel.name).contains(name.lower(), autoescape=True) if name else None
     q = (select(RegisteredModel, User.username, func.coalesce(counts.c.n, 0))
@@ -79,8 +80,8 @@ async def models_page(request: Request, name: NameFilter = "", limit: PageLimit 
 
 
 @get("/models/{model_name:str}", opt=opt(Action.VIEW), include_in_schema=False)
-async def model_page(request: Request, model_name: ModelName, limit: PageLimit = 50,
-                     offset: ListOffset = 0) -> Response:
+async def model_page(request: AnyRequest, model_name: ModelName, limit: PageLimit = 50,
+                     offset: ListOffset = 0) -> Response[Any]:
     async with runtime_of(request).sessions() as session:
         found = (await session.execute(
             select(RegisteredModel, User.username).join(User, User.id == RegisteredModel.owner_id)

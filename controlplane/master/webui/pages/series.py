@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Request, get
+from litestar import get
 from litestar.params import Parameter
 
 from controlplane.master.api.auth_guard import runtime_of
@@ -13,6 +13,7 @@ from controlplane.master.api.params import ExperimentId, TrialId
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import NotFound
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.webui import charts
 
 Group = Annotated[str, Parameter(min_length=1, max_length=64, pattern=charts.GROUP_NAME)]
@@ -22,7 +23,7 @@ TrialOffset = Annotated[int, Parameter(ge=0, le=2**31 - 1)]
 
 
 @get("/ui/data/trials/{trial_id:int}/series", opt=opt(Action.VIEW), include_in_schema=False)
-async def trial_series(request: Request, trial_id: TrialId, metric: MetricName, group: Group = "training",
+async def trial_series(request: AnyRequest, trial_id: TrialId, metric: MetricName, group: Group = "training",
                        x: charts.XAxis = "batches", points: Points = charts.DEFAULT_POINTS) -> dict[str, Any]:
     async with runtime_of(request).sessions() as session:
         if await session.get(Trial, trial_id) is None:
@@ -32,7 +33,7 @@ async def trial_series(request: Request, trial_id: TrialId, metric: MetricName, 
 
 
 @get("/ui/data/experiments/{exp_id:int}/series", opt=opt(Action.VIEW), include_in_schema=False)
-async def experiment_series(request: Request, exp_id: ExperimentId, metric: MetricName, group: Group = "training",
+async def experiment_series(request: AnyRequest, exp_id: ExperimentId, metric: MetricName, group: Group = "training",
                             x: charts.XAxis = "batches", points: Points = charts.DEFAULT_POINTS,
                             offset: TrialOffset = 0) -> dict[str, Any]:
     """Every trial's curve; ``points`` per trial, ``MAX_TRIALS`` trials from ``offset`` in id order."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from litestar import Request, Response, get
+from litestar import Response, get
 from litestar.params import Parameter
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,6 +17,7 @@ from controlplane.master.api.logs import LEVELS
 from controlplane.master.api.params import TrialId
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Allocation, Checkpoint, Metric, StateTransition, TaskLog, Trial
+from controlplane.master.http_types import AnyRequest
 from controlplane.master.services.logs import format_message, trial_log_query
 from controlplane.master.webui import charts, render
 from controlplane.master.webui.pages.experiment_detail import load_experiment
@@ -31,13 +32,13 @@ Search = Annotated[str, Parameter(max_length=1024, pattern=r"^[^\x00]*$")]
 AfterId = Annotated[int, Parameter(ge=0, le=2**63 - 1)]
 
 
-def _logs(trial_id: int, rank: int | None, level: str, q: str) -> Select:
+def _logs(trial_id: int, rank: int | None, level: str, q: str) -> Select[Any]:
     # A level shows it and the more severe ones.
     return trial_log_query(trial_id, rank_ids=[rank] if rank is not None else [], search_text=q,
                            levels=LEVELS[LEVELS.index(f"LOG_LEVEL_{level}"):] if level else [])
 
 
-async def _tail(session: AsyncSession, stmt: Select) -> list[TaskLog]:
+async def _tail(session: AsyncSession, stmt: Select[Any]) -> list[TaskLog]:
     rows = list((await session.scalars(stmt.order_by(TaskLog.id.desc()).limit(TAIL))).all())
     return rows[::-1]
 
@@ -50,12 +51,12 @@ def _log_context(trial_id: int, rows: list[TaskLog], after: int, rank: int | Non
             "poll_url": f"/trials/{trial_id}/logs", "poll_params": params}
 
 
-async def _checkpoints(session: AsyncSession, trial_id: int) -> list[tuple[Checkpoint, dict]]:
+async def _checkpoints(session: AsyncSession, trial_id: int) -> list[tuple[Checkpoint, dict[str, Any]]]:
     """Newest first, each with the validation metrics reported at its batches."""
     ckpts = list((await session.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id)
                                         .order_by(Checkpoint.report_time.desc()).limit(MAX_ROWS))).all())
     steps = {c.steps_completed for c in ckpts}
-    found: dict[int, dict] = {}
+    found: dict[int, dict[str, Any]] = {}
     if steps:
         rows = (await session.execute(select(Metric.steps_completed, Metric.metrics).where(
             Metric.trial_id == trial_id, Metric.group == "validation", Metric.steps_completed.in_(steps)))).tuples()
@@ -65,8 +66,8 @@ async def _checkpoints(session: AsyncSession, trial_id: int) -> list[tuple[Check
 
 
 @get("/trials/{trial_id:int}", opt=opt(Action.VIEW), include_in_schema=False)
-async def trial_page(request: Request, trial_id: TrialId, rank: Rank = None, level: Level = "",
-                     q: Search = "") -> Response:
+async def trial_page(request: AnyRequest, trial_id: TrialId, rank: Rank = None, level: Level = "",
+                     q: Search = "") -> Response[Any]:
     async with runtime_of(request).sessions() as session:
         trial = await session.get(Trial, trial_id)
         exp = await load_experiment(session, trial.experiment_id) if trial else None
@@ -92,8 +93,8 @@ async def trial_page(request: Request, trial_id: TrialId, rank: Rank = None, lev
 
 
 @get("/trials/{trial_id:int}/logs", opt=opt(Action.VIEW), include_in_schema=False)
-async def trial_logs_poll(request: Request, trial_id: TrialId, after: AfterId = 0, rank: Rank = None,
-                          level: Level = "", q: Search = "") -> Response:
+async def trial_logs_poll(request: AnyRequest, trial_id: TrialId, after: AfterId = 0, rank: Rank = None,
+                          level: Level = "", q: Search = "") -> Response[Any]:
     """The lines after ``after`` (at most ``MAX_POLL``) and the next poller; once the trial has
     ended and nothing is left to read, a poller that stops."""
     async with runtime_of(request).sessions() as session:

@@ -22,7 +22,7 @@ depends_on = None
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _value(metrics, name):
+def _value(metrics: Any, name: str) -> Any:
     if isinstance(metrics, str):
         metrics = json.loads(metrics)
     v = (metrics or {}).get(name)
