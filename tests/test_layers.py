@@ -23,9 +23,9 @@ MASTER_LAYERS: list[set[str]] = [
     {"orchestration"},  # the one writer of states, and its helpers
     {"checkpoint_gc"},  # the checkpoint GC loop and what it collects
     # the ground every part stands on
-    {"runtime_core", "background", "http_types", "agent_hub", "agent_inbox", "proxy_sessions", "token_cache", "checkpoint_files",
-     "browser_session", "db", "settings", "pools", "authz", "errors", "principals", "redaction",
-     "stream_slots", "log_ring", "file_modes"},
+    {"runtime_core", "background", "http_types", "agent_hub", "agent_inbox", "proxy_sessions", "token_cache",
+     "checkpoint_files", "browser_session", "db", "settings", "pools", "authz", "errors", "principals",
+     "redaction", "stream_slots", "log_ring", "file_modes"},
 ]
 # Outside the master: the domain and the clients never import it (the CLI speaks REST only).
 NOT_THE_MASTER = ("controlplane.config", "controlplane.searchers", "controlplane.scheduler", "controlplane.state",
