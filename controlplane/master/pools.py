@@ -14,7 +14,7 @@ from typing import Any
 
 from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError
-from controlplane.scheduler.model import PoolPolicy
+from controlplane.scheduler.model import DEFAULT_PRIORITY, PoolPolicy
 
 SCHEDULERS = ("priority", "fair_share")
 FITTING = ("best", "worst")
@@ -44,7 +44,7 @@ def _policy(name: str, raw: dict[str, Any], defaults: dict[str, Any], path: str)
     return PoolPolicy(
         name=name, scheduler=kind,
         preemption=f.boolean(sched.get("preemption", True), f.join(spath, "preemption")),
-        default_priority=f.integer(sched.get("default_priority", 42), f.join(spath, "default_priority"),
+        default_priority=f.integer(sched.get("default_priority", DEFAULT_PRIORITY), f.join(spath, "default_priority"),
                                    minimum=1, maximum=99),
         fitting_policy=fitting,
         max_zero_slot_per_agent=f.integer(raw.get("max_aux_containers_per_agent", 100),

@@ -6,13 +6,15 @@ from dataclasses import dataclass, field
 
 from controlplane.scheduler.environment import DEFAULT, DEFAULT_IMAGE, Image
 
+DEFAULT_PRIORITY = 42  # Determined's default; 1..99, lower runs first
+
 
 @dataclass(frozen=True)
 class PoolPolicy:
     name: str
     scheduler: str = "priority"  # "priority" | "fair_share"
     preemption: bool = True
-    default_priority: int = 42
+    default_priority: int = DEFAULT_PRIORITY
     fitting_policy: str = "best"  # "best" | "worst"
     max_zero_slot_per_agent: int = 100
 
@@ -35,7 +37,7 @@ class Request:
     job_id: str
     pool: str
     slots_needed: int
-    priority: int = 42  # 1..99, lower runs first
+    priority: int = DEFAULT_PRIORITY  # 1..99, lower runs first
     weight: float = 1.0
     max_slots: int | None = None  # for the whole job
     queue_position: float = 0.0
@@ -55,7 +57,7 @@ class Running:
     job_id: str
     pool: str
     resources: tuple[tuple[str, tuple[int, ...]], ...]  # (agent, slots) per rank; () for zero-slot
-    priority: int = 42
+    priority: int = DEFAULT_PRIORITY
     weight: float = 1.0
     started_at: float = 0.0
     preemptible: bool = True

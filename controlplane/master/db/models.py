@@ -26,6 +26,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from controlplane.scheduler.model import DEFAULT_PRIORITY
+
 
 class Base(DeclarativeBase):
     pass
@@ -129,7 +131,7 @@ class Allocation(Base):
     state: Mapped[str] = mapped_column(String(32))  # controlplane.state.allocation.AllocationState
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
     slots_needed: Mapped[int] = mapped_column(Integer, default=1)
-    priority: Mapped[int] = mapped_column(Integer, default=42)
+    priority: Mapped[int] = mapped_column(Integer, default=DEFAULT_PRIORITY)
     agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)  # rank 0's agent
     slot_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # rank 0's slots
     # Every agent of the gang: [{"agent_id", "slot_ids", "rank", "started", "exited", "exit_code"}].

@@ -12,12 +12,12 @@ from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.token_cache import TASK_TOKENS, token_hash
+from controlplane.scheduler.model import DEFAULT_PRIORITY
 from controlplane.searchers.base import Create
 from controlplane.state import allocation as A
 from controlplane.state import trial as T
 
 LIVE_ALLOCATION_STATES = (A.PENDING, A.ASSIGNED, A.RUNNING)
-DEFAULT_PRIORITY = 42
 
 
 async def create_trial(session: AsyncSession, exp: Experiment, action: Create) -> Trial:

@@ -30,6 +30,7 @@ from controlplane.master.token_cache import token_hash
 from controlplane.pai import completion, env, ports
 from controlplane.pai import spec as pai_spec
 from controlplane.scheduler.environment import Image
+from controlplane.scheduler.model import DEFAULT_PRIORITY
 from controlplane.state import allocation as A
 from controlplane.state import pai_job as J
 from controlplane.wire import agent_protocol as wire
@@ -94,7 +95,7 @@ def queue_attempt(session: AsyncSession, job: PaiJob, reason: str) -> None:
         tid = task_id(job.id, role, index)
         alloc = Allocation(
             id=f"{tid}.{job.attempt}", task_id=tid, trial_id=None, state=A.PENDING,
-            resource_pool=job.resource_pool, slots_needed=slots, priority=job.priority or lifecycle.DEFAULT_PRIORITY,
+            resource_pool=job.resource_pool, slots_needed=slots, priority=job.priority or DEFAULT_PRIORITY,
             token_hash=token_hash(secrets.token_urlsafe(32)),  # placeholder until placement mints the token
             created_at=now, pai_job_id=job.id, task_role=role, task_index=index,
         )

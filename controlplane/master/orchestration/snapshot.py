@@ -16,7 +16,7 @@ from controlplane.master.db.models import Agent, Allocation, Experiment, PaiJob,
 from controlplane.master.orchestration import gang, pai_jobs
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler.environment import Image, image_of_config, slot_type_of
-from controlplane.scheduler.model import AgentSnapshot, PoolPolicy, Request, Running
+from controlplane.scheduler.model import DEFAULT_PRIORITY, AgentSnapshot, PoolPolicy, Request, Running
 from controlplane.state import allocation as A
 
 UNUSABLE = "(invalid environment.image)"
@@ -41,7 +41,7 @@ def job_priority(exp: Experiment, policy: PoolPolicy | None) -> int:
     configured = (exp.config.get("resources") or {}).get("priority")
     if configured is not None:
         return int(configured)
-    return policy.default_priority if policy else 42
+    return policy.default_priority if policy else DEFAULT_PRIORITY
 
 
 def _ts(value: Any) -> float:
@@ -133,8 +133,7 @@ async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pendin
         .order_by(Allocation.created_at, Allocation.id))).all()
     groups: dict[str, tuple[PaiJob, list[Allocation]]] = {}
     for alloc, job in rows:
-        policy = pools.get(alloc.resource_pool)
-        priority = job.priority if job.priority is not None else policy.default_priority if policy else 42
+        priority = _job_priority(job, pools.get(alloc.resource_pool))
         if alloc.state == A.PENDING:
             groups.setdefault(pai_jobs.group_id(job), (job, []))[1].append(alloc)
             continue
@@ -151,11 +150,17 @@ async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pendin
         if len(tasks) != len(order):  # part of the attempt already ended (stopped): nothing to place
             del groups[gid]
             continue
-        policy = pools.get(job.resource_pool)
         pending.append(Request(
             allocation_id=gid, job_id=job.job_id, pool=job.resource_pool,
             slots_needed=sum(a.slots_needed for a in tasks), tasks=tuple(a.slots_needed for a in tasks),
-            priority=job.priority if job.priority is not None else policy.default_priority if policy else 42,
+            priority=_job_priority(job, pools.get(job.resource_pool)),
             queue_position=job.queue_position, submitted_at=_ts(job.created_at), preemptible=False,
             image=pai_jobs.image_of(job)))
     return groups
+
+
+def _job_priority(job: PaiJob, policy: PoolPolicy | None) -> int:
+    """A job's own priority, else its pool's default."""
+    if job.priority is not None:
+        return job.priority
+    return policy.default_priority if policy else DEFAULT_PRIORITY

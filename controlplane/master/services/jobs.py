@@ -24,7 +24,7 @@ from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.snapshot import job_priority
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
-from controlplane.scheduler.model import PoolPolicy
+from controlplane.scheduler.model import DEFAULT_PRIORITY, PoolPolicy
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
 from controlplane.state import pai_job as J
@@ -80,7 +80,7 @@ def priority_of(job: QueueJob, policy: PoolPolicy | None) -> int:
         return job_priority(job, policy)
     if job.priority is not None:
         return job.priority
-    return policy.default_priority if policy else 42
+    return policy.default_priority if policy else DEFAULT_PRIORITY
 
 
 @dataclass(frozen=True)
