@@ -17,9 +17,11 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from controlplane.state.instance import InstanceState
+
+F = TypeVar("F")
 
 TAG_CLUSTER = "det-cluster-id"
 TAG_POOL = "det-pool"
@@ -155,6 +157,30 @@ def validate_request(req: LaunchRequest) -> None:
         raise InvalidConfig(f"launch count must be >= 1, got {req.count}")
     if not req.request_id or not req.cluster_id or not req.pool:
         raise InvalidConfig("request_id, cluster_id and pool must be non-empty")
+
+
+Where = dict[str, str | None]  # zone and instance_type, for the error's message
+
+
+def error_mapper(parse: Callable[[BaseException], F | None],
+                 from_failure: Callable[[F, Where], ProvisionerError]) -> Callable[..., ProvisionerError]:
+    """One cloud's ``map_error(exc, zone=..., instance_type=...)``: ProvisionerErrors pass; what the
+    SDK parser (``controlplane.common.<cloud>_errors.parse``) reads goes to ``from_failure``; anything
+    else is not the SDK's: a local OS error is worth a retry, any other is a bug."""
+
+    def map_error(exc: BaseException, *, zone: str | None = None,
+                  instance_type: str | None = None) -> ProvisionerError:
+        if isinstance(exc, ProvisionerError):
+            return exc
+        where: Where = {"zone": zone, "instance_type": instance_type}
+        failure = parse(exc)
+        if failure is not None:
+            return from_failure(failure, where)
+        if isinstance(exc, OSError):
+            return Transient(f"{type(exc).__name__}: {exc}", code=type(exc).__name__, **where)
+        return Fatal(f"{type(exc).__name__}: {exc}", **where)
+
+    return map_error
 
 
 def translator(map_error: Callable[..., ProvisionerError]) -> Callable[..., AbstractContextManager[None]]:

@@ -7,7 +7,7 @@ come from the EC2 API error reference; anything unknown falls back to the HTTP s
 
 from __future__ import annotations
 
-from controlplane.common.aws_errors import parse
+from controlplane.common.aws_errors import AwsFailure, parse
 from provisioners.base import (
     Fatal,
     InvalidConfig,
@@ -15,6 +15,8 @@ from provisioners.base import (
     ProvisionerError,
     QuotaExceeded,
     Transient,
+    Where,
+    error_mapper,
     translator,
 )
 
@@ -99,23 +101,15 @@ def class_for_code(code: str, http_status: int | None = None) -> type[Provisione
     return InvalidConfig
 
 
-def map_error(
-    exc: BaseException, *, zone: str | None = None, instance_type: str | None = None
-) -> ProvisionerError:
-    """Turn any exception raised by boto3/botocore into the taxonomy (ProvisionerErrors pass)."""
-    if isinstance(exc, ProvisionerError):
-        return exc
-    kw = {"zone": zone, "instance_type": instance_type}
-    failure = parse(exc)
-    if failure is None:  # not the SDK's: a local OS error is worth a retry, anything else is a bug
-        if isinstance(exc, OSError):
-            return Transient(str(exc), code=type(exc).__name__, **kw)
-        return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+def _from_failure(failure: AwsFailure, where: Where) -> ProvisionerError:
     if failure.kind == "api":
-        return class_for_code(failure.code, failure.status)(failure.message, code=failure.code or None, **kw)
+        return class_for_code(failure.code, failure.status)(failure.message, code=failure.code or None, **where)
     cls = {"credentials": Fatal, "request": InvalidConfig}.get(failure.kind, Transient)
-    return cls(failure.message, code=failure.code, **kw)
+    return cls(failure.message, code=failure.code, **where)
 
+
+# Any exception raised by boto3/botocore into the taxonomy (ProvisionerErrors pass).
+map_error = error_mapper(parse, _from_failure)
 
 # `with translated(zone=...):` re-raises SDK errors as ProvisionerErrors, keeping the cause.
 translated = translator(map_error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from controlplane.common.gcp_errors import parse
+from controlplane.common.gcp_errors import GcpFailure, parse
 from provisioners.base import (
     Fatal,
     InvalidConfig,
@@ -19,6 +19,8 @@ from provisioners.base import (
     ProvisionerError,
     QuotaExceeded,
     Transient,
+    Where,
+    error_mapper,
     translator,
 )
 
@@ -62,25 +64,18 @@ def classify(status: int | None, reasons: Iterable[str], message: str) -> type[P
     return InvalidConfig
 
 
-def map_error(
-    exc: BaseException, *, zone: str | None = None, instance_type: str | None = None
-) -> ProvisionerError:
-    """Turn any exception from google-cloud-compute into the taxonomy (ProvisionerErrors pass)."""
-    if isinstance(exc, ProvisionerError):
-        return exc
-    kw = {"zone": zone, "instance_type": instance_type}
-    failure = parse(exc)
-    if failure is None:  # not the client's: a local OS error is worth a retry, anything else is a bug
-        if isinstance(exc, OSError):
-            return Transient(f"{type(exc).__name__}: {exc}", code=type(exc).__name__, **kw)
-        return Fatal(f"{type(exc).__name__}: {exc}", **kw)
+def _from_failure(failure: GcpFailure, where: Where) -> ProvisionerError:
     if failure.kind == "api":
         reasons = failure.reasons
         cls = classify(failure.status, reasons, failure.message)
-        return cls(failure.message, code=(reasons[0] if reasons else None), **kw)
+        return cls(failure.message, code=(reasons[0] if reasons else None), **where)
     if failure.kind == "unreachable":
-        return Transient(failure.message, code=failure.name, **kw)
-    return Fatal(failure.message, code=failure.name, **kw)
+        return Transient(failure.message, code=failure.name, **where)
+    return Fatal(failure.message, code=failure.name, **where)
+
+
+# Any exception from google-cloud-compute into the taxonomy (ProvisionerErrors pass).
+map_error = error_mapper(parse, _from_failure)
 
 
 def operation_error(
