@@ -8,16 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from controlplane.master.runtime_core import Notifier, RuntimeCore
+from controlplane.master.runtime_core import RuntimeCore
 
 if TYPE_CHECKING:
     from controlplane.master.autoscaling.service import AutoscalerService
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop
     from controlplane.master.orchestration.orchestrator import Orchestrator
     from controlplane.master.services.metric_writer import MetricWriter
-
-__all__ = ["MasterRuntime", "Notifier", "RuntimeCore"]
-
 
 @dataclass
 class MasterRuntime(RuntimeCore):

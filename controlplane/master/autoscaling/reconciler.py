@@ -49,10 +49,6 @@ ERROR_KINDS: dict[str, ErrorKind] = {"no_capacity": "no_capacity", "quota_exceed
                "invalid_config": "invalid_config", "fatal": "fatal"}
 
 
-async def _nothing_to_requeue(_instance_id: str, _reason: str) -> None:
-    return None
-
-
 @dataclass
 class PoolAutoscaler:
     rt: RuntimeCore
@@ -60,6 +56,8 @@ class PoolAutoscaler:
     provisioner: Provisioner
     provider: str
     boot_script: Callable[[str], str]  # pool -> the instance's user data / startup script
+    # an instance that vanished: its agent's work is re-queued now (the orchestrator's instance_gone)
+    on_instance_gone: Callable[[str, str], Awaitable[None]]
     prices: dict[str, float] = field(default_factory=dict)
     blocked: list[Blocked] = field(default_factory=list)
     failures: LaunchFailure = field(default_factory=LaunchFailure)
@@ -70,8 +68,6 @@ class PoolAutoscaler:
     last_decision: Decision | None = None
     last_errors: list[str] = field(default_factory=list)
     last_tick_at: float = 0.0
-    # an instance that vanished: its agent's work is re-queued now (the orchestrator's instance_gone)
-    on_instance_gone: Callable[[str, str], Awaitable[None]] = _nothing_to_requeue
 
     @property
     def pool(self) -> str:

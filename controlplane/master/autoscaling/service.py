@@ -85,8 +85,7 @@ def build(rt: RuntimeCore, on_instance_gone: InstanceGone) -> AutoscalerService 
 
 class AutoscalerService:
     def __init__(self, rt: RuntimeCore, provisioner_for: Callable[[PoolConfig], Provisioner],
-                 boot_script: Callable[[str], str], tick_s: float = 5.0,
-                 on_instance_gone: InstanceGone | None = None) -> None:
+                 boot_script: Callable[[str], str], on_instance_gone: InstanceGone, tick_s: float = 5.0) -> None:
         self.rt = rt
         self.tick_s = tick_s
         self.pools: dict[str, PoolAutoscaler] = {}
@@ -95,9 +94,8 @@ class AutoscalerService:
                 continue
             self.pools[pool.name] = PoolAutoscaler(
                 rt=rt, scaling=scaling_of(pool), provisioner=provisioner_for(pool), provider=pool.provider["type"],
-                boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}))
-            if on_instance_gone is not None:
-                self.pools[pool.name].on_instance_gone = on_instance_gone
+                boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}),
+                on_instance_gone=on_instance_gone)
         # A tick every tick_s, or on new demand but at most every MIN_TICK_GAP_S (bounds cloud API calls).
         self._loop = BackgroundLoop("autoscaler tick", self._tick_pools, log=log, interval_s=tick_s,
                                     health=rt.db_health, run_first=True, min_gap_s=min(MIN_TICK_GAP_S, tick_s))
