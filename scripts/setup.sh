@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv/ with the project (editable), its test tools and a CPU build of torch, and
-# installs bubblewrap (as root, through apt-get) for det-agent's task sandbox.
+# installs bubblewrap, slirp4netns and iproute2 (as root, through apt-get) for det-agent's task
+# sandbox and task networks.
 # Safe to run again: pip skips what is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,17 @@ if ! command -v bwrap >/dev/null 2>&1; then
   else
     echo "warning: bubblewrap (bwrap) is missing; install it (e.g. sudo apt-get install bubblewrap):" \
          "det-agent refuses to start without it unless given --task-runtime process" >&2
+  fi
+fi
+# det-agent puts each job's tasks in a network namespace of its own (iproute2) with a route out
+# through slirp4netns; without them it runs tasks on the host's network and says so.
+if ! command -v slirp4netns >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq slirp4netns iproute2 >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq slirp4netns iproute2 >/dev/null 2>&1; }) ||
+      echo "warning: could not install slirp4netns/iproute2; det-agent's tasks would share the host's network" >&2
+  else
+    echo "warning: slirp4netns or iproute2 is missing: det-agent's tasks share the host's network" >&2
   fi
 fi
 # The web UI's browser tests drive Debian's chromium (Playwright's own browser download cannot work here).

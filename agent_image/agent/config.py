@@ -46,6 +46,9 @@ class AgentConfig:
     # Bytes a task may hold in its work dir and checkpoint staging directory (and in each of its
     # /tmp and /dev/shm); None: no limit.
     task_disk_quota: int | None = DEFAULT_TASK_DISK_QUOTA
+    # "auto": each job's sandboxed tasks in a network of their own where the agent can make one
+    # (root, iproute2, slirp4netns), else the host's; "isolated": that or refuse to start; "host".
+    task_network: str = "auto"
 
     @property
     def ws_url(self) -> str:
@@ -94,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what one task may hold in its work dir and checkpoint staging directory, "
                         "e.g. 20G or 512M (a task over it is stopped, saying so in its log); also the "
                         "size of its /tmp and /dev/shm (at most half the memory); 0: no limit")
+    p.add_argument("--task-network", choices=["auto", "isolated", "host"], default="auto",
+                   help="isolated: each job's tasks in a network namespace of their own, reaching the "
+                        "master, their storage and the outside but no other task (needs root, iproute2 "
+                        "and slirp4netns); host: the host's network; auto (default): isolated where "
+                        "possible, else host with a warning")
     return p
 
 
@@ -163,6 +171,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         join_token_file=Path(args.join_token_file).expanduser().resolve() if args.join_token_file else None,
         environments=environments,
         task_disk_quota=quota or None,
+        task_network=args.task_network,
     )
 
 

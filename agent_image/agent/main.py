@@ -20,6 +20,7 @@ from .environments import load_environments
 from .outbox import Outbox
 from .runtime import task_sandbox
 from .slots import detect_slots
+from .task_network import task_networks
 from .tasks import TaskRunner
 
 log = logging.getLogger("det-agent")
@@ -36,6 +37,8 @@ async def run_agent(cfg: AgentConfig) -> int:
     environments = await asyncio.to_thread(load_environments, cfg.environments)  # refuses a broken one
     log.info("agent %s offers environments: %s", cfg.agent_id, ", ".join(environments))
     sandbox = await asyncio.to_thread(task_sandbox, cfg)  # refuses to start without one (unless opted out)
+    addresses = local_addresses()
+    networks = task_networks(cfg.task_network, addresses) if sandbox is not None else None
     outbox = Outbox()
     conn: Connection | None = None
     runner = TaskRunner(
@@ -48,6 +51,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         sandbox=sandbox,
         environments=environments,
         disk_quota=cfg.task_disk_quota,
+        networks=networks,
     )
     conn = Connection(
         ws_url=cfg.ws_url,
@@ -55,7 +59,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         agent_id=cfg.agent_id,
         pool=cfg.pool,
         slots=slots,
-        addresses=local_addresses(),
+        addresses=addresses,
         outbox=outbox,
         runner=runner,
     )
@@ -96,6 +100,8 @@ async def run_agent(cfg: AgentConfig) -> int:
         t.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await t
+    if networks is not None:
+        await networks.close()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
     return rc

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -38,6 +39,7 @@ from .context_cache import ContextCache
 from .disk_quota import enforce, format_size
 from .environments import TaskEnvironment, default_environment
 from .log_shipper import READ_LIMIT, LogShipper
+from .netns import resolv_conf, setns
 from .outbox import Outbox
 from .safe_untar import safe_extract
 from .sandbox import (
@@ -52,6 +54,7 @@ from .sandbox import (
     read_only_mounts,
     shared_fs_mounts,
 )
+from .task_network import TaskNetworks
 from .task_setup import build_command, build_env, check_executable, make_staging_dir, write_info_files
 
 _PR_SET_PDEATHSIG = 1
@@ -75,6 +78,11 @@ def _sandboxed_preexec() -> None:
     # agent started under umask 077 (the boot script's) would leave them untraversable by the
     # task's uid. The task's own files live in its private, 0700 task directory anyway.
     os.umask(0o022)
+
+
+def _sandboxed_in_network(ns_fd: int) -> None:
+    setns(ns_fd)  # the sandbox, and so the task, starts in the task's network namespace
+    _sandboxed_preexec()
 
 
 def remove_tree(path: Path) -> None:
@@ -140,6 +148,7 @@ class TaskRunner:
         sandbox: Sandbox | None = None,
         environments: dict[str, TaskEnvironment] | None = None,
         disk_quota: int | None = None,
+        networks: TaskNetworks | None = None,
     ) -> None:
         self._master_url = master_url
         self._agent_id = agent_id
@@ -150,6 +159,7 @@ class TaskRunner:
         self._contexts = ContextCache(work_dir / "contexts")
         self._sandbox = sandbox
         self._disk_quota = disk_quota  # bytes a task may hold in what it writes; None: no limit
+        self._networks = networks  # None: sandboxed tasks share the host's network
         # What StartTask.environment may name; "default" (the agent's interpreter) is always there.
         self._environments = environments or {}
         if DEFAULT_ENVIRONMENT not in self._environments:
@@ -283,11 +293,17 @@ class TaskRunner:
         env = self._env(msg, task_dir, environment, sandboxed=True)
         # "failed to start" as for a plain process, not an exit 127 from inside the sandbox
         check_executable(entry[0], task_dir / "context", env.get("PATH", ""))
+        preexec: Callable[[], None] = _sandboxed_preexec
+        network = self._networks.plan(msg, self._master_url, env) if self._networks is not None else None
+        if network is not None and self._networks is not None:
+            ns_fd = await self._networks.join(msg.allocation_id, network)
+            mounts = [*mounts, *self._resolv_mount(task_dir)]
+            preexec = functools.partial(_sandboxed_in_network, ns_fd)
         ready_r, ready_w = os.pipe()
         try:
             argv = self._sandbox.command(entry, mounts, WORKDIR, ready_fd=ready_w,
                                          environment_paths=environment.paths)
-            proc = await self._exec(argv, task_dir, env, _sandboxed_preexec, pass_fds=(ready_w,))
+            proc = await self._exec(argv, task_dir, env, preexec, pass_fds=(ready_w,))
         except BaseException:
             os.close(ready_r)
             raise
@@ -303,6 +319,17 @@ class TaskRunner:
 
         asyncio.create_task(wait_ready())  # ends with the sandbox's shim
         return proc
+
+    @staticmethod
+    def _resolv_mount(task_dir: Path) -> list[Mount]:
+        """The namespace's /etc/resolv.conf where the host's names a resolver on its loopback."""
+        text = resolv_conf()
+        if text is None:
+            return []
+        path = task_dir / "resolv.conf"
+        path.write_text(text)
+        os.chmod(path, 0o644)
+        return [Mount(path, os.path.realpath("/etc/resolv.conf"))]
 
     def environment_for(self, msg: StartTask) -> TaskEnvironment:
         """The environment the task asks for; raises LookupError naming it when not offered here."""
@@ -378,6 +405,11 @@ class TaskRunner:
             log.info("task %s exited with %d%s", alloc, exit_code_of(returncode), f" ({reason})" if reason else "")
             self._outbox.put(TaskExited(allocation_id=alloc, exit_code=exit_code_of(returncode), reason=reason))
         finally:
+            if self._networks is not None:
+                try:
+                    await self._networks.leave(alloc)
+                except Exception as exc:  # noqa: BLE001 - the exit is reported whatever the cleanup does
+                    log.warning("%s: removing its network failed: %s", alloc, exc)
             handle.done.set()
             if handle.killer is not None:
                 handle.killer.cancel()

@@ -6,7 +6,8 @@ Pure: `plan(...)` returns `Step`s (a name, a bash command run as root, files to 
 with recording stand-ins for apt-get, systemctl and pip.
 
 What the image ends up with: `/opt/controlplane/.venv` (the project installed: det-agent and
-det-master), bubblewrap (the agent refuses to run without it), `det-agent-boot.service` enabled to run
+det-master), bubblewrap (the agent refuses to run without it), slirp4netns and iproute2 (each job's
+tasks in a network of their own), `det-agent-boot.service` enabled to run
 `/opt/controlplane/bin/det-image-boot.sh` at boot, optionally the NVIDIA driver, and no state of the
 builder that would make its instances alike (apt caches, SSH host keys, cloud-init state, the bake's
 SSH key, the machine id).
@@ -37,7 +38,8 @@ FILES = Path(__file__).with_name("files")
 PACKAGE_DIRS = ("controlplane", "agent_image", "provisioners", "launchers", "infra")
 TOP_FILES = ("pyproject.toml", "README.md")
 _SKIPPED = {"__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"}
-APT_PACKAGES = ("python3", "python3-venv", "python3-pip", "bubblewrap", "curl", "ca-certificates")
+APT_PACKAGES = ("python3", "python3-venv", "python3-pip", "bubblewrap", "slirp4netns", "iproute2", "curl",
+                "ca-certificates")
 CLOUDS = ("aws", "gcp")
 
 PREAMBLE = f"""set -euo pipefail
@@ -112,6 +114,7 @@ def _packages() -> Step:
     return Step("packages", f"""apt-get update -q
 apt-get install -y -q --no-install-recommends {apt}
 command -v bwrap >/dev/null || fail "bubblewrap (bwrap) is missing after apt-get install: det-agent needs it"
+command -v slirp4netns >/dev/null || fail "slirp4netns is missing after apt-get install: det-agent's networks need it"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \\
   || fail "the base image's python3 is older than 3.11, which the project needs: use a newer base image"
 """)

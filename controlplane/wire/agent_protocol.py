@@ -101,6 +101,13 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # Checkpoints of a shared_fs storage the task may read (its trial's, what it warm-starts from),
     # mounted read-only at the container path; the rest of host_path is not in the task's view.
     readable_checkpoints: list[str] = []
+    # The network the task runs in: the tasks naming one network on an agent share a namespace of
+    # their own there (agent_image/agent/task_network.py); "" for the host's (a gang or job spread
+    # over several agents, as Determined runs multi-agent trials).
+    network: str = ""
+    # The ports of the task's servers (a notebook's, a shell's SSH server) that the agent forwards
+    # from the task's address on the host into that network: how the proxy and SSH clients reach them.
+    served_ports: list[int] = []
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):

@@ -596,6 +596,7 @@ class Orchestrator:
                 msg.container_slot_counts = gang_info["container_slot_counts"]
                 msg.chief_port, msg.dist_ports = gang_info["chief_port"], gang_info["dist_ports"]
                 msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
+                msg.network = alloc.id if len(placement.resources) == 1 else ""  # a gang on one agent: its own
                 conn = self.rt.hub.connections.get(agent_id)
                 msg.environment = image.for_slot_type(conn.slot_type if conn else "cpu")
                 self.send_after_commit(agent_id, msg)

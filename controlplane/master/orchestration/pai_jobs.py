@@ -143,6 +143,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
     placements = {key: env.TaskPlacement(where[key], booked[key]) for key in where}
     owner = await session.scalar(select(User.username).where(User.id == job.owner_id)) or "determined"
     now = utcnow()
+    # The job's tasks share a network of their own when they all run on one agent, else the hosts'.
+    network = f"{job.job_id}.{job.attempt}" if len({agent for agent, _ in resources}) == 1 else ""
     for (role, index, _), (agent_id, slots) in zip(order, resources, strict=True):
         alloc = by_key[(role, index)]
         address = where[(role, index)]
@@ -170,7 +172,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
             read_only_paths=[pai_spec.code_dir_name(spec.code_dir)] if spec.code_dir and job.kind == "pai" else [],
             env=task_env, slot_ids=list(slots), session_token=token, context_hash=job.code_hash,
             kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[address],
-            container_slot_counts=[len(slots)], environment=image_of(job).cpu))
+            container_slot_counts=[len(slots)], environment=image_of(job).cpu,
+            network=network, served_ports=task_ports))
     if job.state == J.WAITING:
         move(session, job, J.RUNNING, f"attempt {job.attempt}: every task placed")
         job.launched_at = job.launched_at or now

@@ -40,6 +40,7 @@ def write_shims(bin_dir: Path) -> None:
         "modprobe": "exit 1\n",  # no GPU on the stand-in builder
         "nvidia-smi": "exit 0\n",
         "bwrap": "exit 0\n",
+        "slirp4netns": "exit 0\n",
         "python3": ('if [ "${1:-}" = -m ] && [ "${2:-}" = venv ]; then\n'
                     '  mkdir -p "$3/bin"\n'
                     f"  cat > \"$3/bin/pip\" <<'PIP'\n{_PIP}PIP\n"

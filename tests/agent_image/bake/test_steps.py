@@ -88,11 +88,14 @@ def test_a_gcp_image_leaves_the_startup_script_to_the_unit(tmp_path: Path) -> No
     assert (root / "opt/controlplane/image.env").read_text() == "DET_IMAGE_CLOUD=gcp\n"
 
 
-def test_a_base_image_without_bubblewrap_fails_the_packages_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("missing", "said"), [("bwrap", "bubblewrap (bwrap) is missing"),
+                                                ("slirp4netns", "slirp4netns is missing")])
+def test_a_base_image_without_the_sandboxs_tools_fails_the_packages_step(tmp_path: Path, missing: str,
+                                                                          said: str) -> None:
     write_shims(tmp_path / "shims")
-    (tmp_path / "shims" / "bwrap").unlink()
+    (tmp_path / "shims" / missing).unlink()
     env = {"PATH": f"{tmp_path / 'shims'}:/nonexistent", "DET_IMAGE_ROOT": str(tmp_path / "root"),
            "DET_TEST_CALLS": str(tmp_path / "calls.log")}
     done = subprocess.run(["/bin/bash", "-c", steps.script(steps.plan("aws", source=b"")[0].command)], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "bubblewrap (bwrap) is missing" in done.stderr
+    assert done.returncode == 1 and said in done.stderr

@@ -45,6 +45,7 @@ async def test_a_gang_learns_addresses_ports_and_one_ssh_key(api):
     assert len(ports(r0)) == 4, "the chief's and the worker's ports share one address here: all distinct"
     assert all(rendezvous.PORT_LOW <= p < rendezvous.PORT_HIGH for p in ports(r0))
     assert r0.ssh_key.startswith("-----BEGIN OPENSSH PRIVATE KEY-----") and r0.ssh_key == r1.ssh_key
+    assert r0.network == r1.network == ""  # spread over two agents: the hosts' network, as Determined's
     assert (r0.env["DET_RESOURCES_ID"], r1.env["DET_RESOURCES_ID"]) == (r0.allocation_id, f"{r0.allocation_id}.1")
 
     for msg, rank in ((r0, 0), (r1, 1)):
@@ -65,6 +66,7 @@ async def test_a_single_container_gets_ports_but_no_ssh_key(api):
     assert isinstance(m, wire.StartTask)
     assert m.chief_port and len(m.dist_ports) == 2 and m.ssh_ports == [0] and m.ssh_key == ""
     assert m.env["DET_RESOURCES_ID"] == m.allocation_id
+    assert m.network == m.allocation_id and m.served_ports == []  # on one agent: a network of its own
 
 
 async def test_live_allocations_on_one_address_never_share_a_port(api):

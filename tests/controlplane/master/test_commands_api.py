@@ -53,6 +53,8 @@ async def test_a_shells_key_reaches_only_its_owner_and_only_the_owner_kills_it(a
     mine = (await api.get(f"/api/v1/shells/{shell['id']}")).json()["shell"]
     assert mine["privateKey"].startswith("-----BEGIN OPENSSH PRIVATE KEY") and mine["addresses"][0]["hostPort"] > 0
     assert mine["privateKey"] == start.ssh_key and mine["hostPublicKey"].startswith("ssh-ed25519 ")
+    # its own network on its agent, with its SSH port forwarded in: how `det shell open` reaches it
+    assert start.network and mine["addresses"][0]["hostPort"] in start.served_ports
     other = await add_user(api, "olga")
     theirs = await api.get(f"/api/v1/shells/{shell['id']}", headers=other)
     assert theirs.status_code == 200 and "privateKey" not in theirs.json()["shell"]

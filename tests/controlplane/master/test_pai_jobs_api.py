@@ -93,6 +93,10 @@ async def test_the_guides_job_starts_whole_with_its_pai_environment_and_succeeds
     booked = [(m.container_addrs[0], p) for _, m in started.values()
               for p in m.env["PAI_CONTAINER_HOST_PORT_LIST"].replace("http:", "").replace("ssh:", "").split(";")]
     assert len(booked) == len(set(booked)) == 8
+    # spread over two agents: the hosts' network; the agent forwards each task's booked ports
+    assert all(m.network == "" and sorted(m.served_ports) == sorted(
+        int(p) for p in m.env["PAI_CONTAINER_HOST_PORT_LIST"].replace("http:", "").replace("ssh:", "").split(";"))
+        for _, m in started.values())
     assert (await state(api))["jobStatus"]["state"] == "RUNNING"
 
     for a, m in started.values():

@@ -1,0 +1,97 @@
+"""TCP relays between the host's network and a task's namespace, run on the agent's event loop.
+
+A relay owns one listening socket (made in whichever namespace its clients live in) and, for each
+connection, opens the other end with ``connect`` (in the other namespace) and copies bytes both
+ways until both sides are done. Closing a relay stops its listener and every connection through
+it, so nothing of a task's network outlives the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+CHUNK = 65536
+
+
+async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    try:
+        while data := await src.read(CHUNK):
+            dst.write(data)
+            await dst.drain()
+        if dst.can_write_eof():
+            dst.write_eof()  # a half-close passes through (HTTP/1.0 clients, ssh's EOF)
+    except (ConnectionError, OSError):
+        dst.close()
+
+
+class Relay:
+    def __init__(self, listener: socket.socket, connect: Callable[[], Awaitable[Streams]], name: str) -> None:
+        self._listener = listener
+        self._connect = connect
+        self.name = name
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._listener.setblocking(False)
+        self._server = await asyncio.start_server(self._accepted, sock=self._listener)
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            try:
+                far_reader, far_writer = await self._connect()
+            except OSError as exc:
+                log.debug("%s: the other end is not there (%s)", self.name, exc)
+                return
+            try:
+                await asyncio.gather(_copy(reader, far_writer), _copy(far_reader, writer))
+            finally:
+                far_writer.close()
+        finally:
+            writer.close()
+            self._connections.discard(task)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+
+
+def listening_socket(sock: socket.socket, host: str, port: int) -> socket.socket:
+    """``sock`` bound to (host, port) and listening; closed and re-raised on failure."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def open_with(sock: socket.socket, host: str, port: int) -> Streams:
+    """Connect the unconnected ``sock`` (made in some namespace) to (host, port) without blocking."""
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock)
