@@ -18,6 +18,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from controlplane.config.stored import save_policy_of, searcher_of
+
 
 @dataclass(frozen=True)
 class SavePolicy:
@@ -29,10 +31,9 @@ class SavePolicy:
     @classmethod
     def of(cls, config: dict[str, Any]) -> SavePolicy:
         """From an experiment's stored config (`checkpoint_storage.save_*`, `searcher`)."""
-        storage = config.get("checkpoint_storage") or {}
-        searcher = config.get("searcher") or {}
-        return cls(int(storage.get("save_experiment_best", 0)), int(storage.get("save_trial_best", 1)),
-                   int(storage.get("save_trial_latest", 1)), bool(searcher.get("smaller_is_better", True)))
+        save = save_policy_of(config)
+        return cls(save.save_experiment_best, save.save_trial_best, save.save_trial_latest,
+                   searcher_of(config).smaller_is_better)
 
 
 @dataclass(frozen=True)

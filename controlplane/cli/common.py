@@ -16,6 +16,7 @@ from typing import Any
 from controlplane.cli import master_url
 from controlplane.cli.errors import CliError
 from controlplane.cli.session import Session
+from controlplane.config.stored import searcher_of
 
 TERMINAL_EXPERIMENT_STATES = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -77,9 +78,8 @@ def avg_metrics(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def searcher_metric(config: Any) -> tuple[str, bool]:
-    searcher = (config or {}).get("searcher") if isinstance(config, dict) else None
-    searcher = searcher if isinstance(searcher, dict) else {}
-    return str(searcher.get("metric") or ""), bool(searcher.get("smaller_is_better", True))
+    searcher = searcher_of(config)
+    return searcher.metric, searcher.smaller_is_better
 
 
 def parse_priority(text: Any, what: str = "priority") -> int:

@@ -38,6 +38,7 @@ from controlplane.cli.logs import add_log_flags, print_trial_logs
 from controlplane.cli.pages import cursor_paged
 from controlplane.cli.progress import ProgressBody
 from controlplane.cli.session import UPLOAD_TIMEOUT, Session
+from controlplane.config.stored import searcher_of
 
 FOLLOW_POLL_S = 0.1
 
@@ -218,12 +219,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
                         "checkpoints": trial_checkpoints(session, t["id"])})
         print_json({"experiment": exp, "trials": out})
         return 0
-    searcher = ((exp.get("config") or {}).get("searcher") or {}) if isinstance(exp.get("config"), dict) else {}
+    searcher_name = searcher_of(exp.get("config")).name
     summary = [
         ("State", render.format_state(exp.get("state"))),
         ("Progress", render.format_progress(exp.get("progress"))),
         ("Owner", exp.get("username") or ""),
-        ("Searcher", f"{searcher.get('name', exp.get('searcherType', ''))} "
+        ("Searcher", f"{searcher_name or exp.get('searcherType', '')} "
                      f"(metric: {metric or '-'}, {'smaller' if smaller else 'larger'} is better)"),
         ("Start Time", render.format_time(exp.get("startTime"))),
         ("End Time", render.format_time(exp.get("endTime"))),

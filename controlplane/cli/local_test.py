@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, urlparse
 
 from controlplane.cli import context as ctx
 from controlplane.cli.errors import CliError
+from controlplane.config.stored import searcher_from
 
 TEST_BATCHES = 4
 RUN_TIMEOUT_S = 900.0
@@ -107,7 +108,8 @@ class RecordingMaster:
                 self.early_exits.append(str((body or {}).get("reason")))
                 return 200, {}
             if path.endswith("/best_searcher_validation_metric"):
-                best = self._best(searcher.get("metric"), bool(searcher.get("smaller_is_better", True)))
+                view = searcher_from(searcher)
+                best = self._best(view.metric, view.smaller_is_better)
                 return (404, {"message": "no validation yet"}) if best is None else (200, {"metric": best})
         if method == "GET" and path.endswith("/signals/preemption"):
             time.sleep(min(float((query.get("timeout_seconds") or ["0"])[0]), 1.0))

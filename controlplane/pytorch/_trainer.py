@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from controlplane import core
+from controlplane.config.stored import searcher_of
 from controlplane.core._searcher import max_length as searcher_max_length
 from controlplane.pytorch._context import PyTorchTrialContext
 from controlplane.pytorch._trial import PyTorchTrial, _Controller
@@ -147,9 +148,9 @@ class Trainer:
                 raise ValueError("test_mode is only supported off the cluster")
             assert self._info is not None and self._info.trial is not None
             config = self._info.trial.config
-            searcher = config.get("searcher") or {}
-            searcher_metric = searcher.get("metric")
-            smaller_is_better = bool(searcher.get("smaller_is_better", True))
+            searcher = searcher_of(config)
+            searcher_metric = searcher.metric or None
+            smaller_is_better = searcher.smaller_is_better
             trial_id = self._info.trial.trial_id
             if latest_checkpoint is None and self._info.latest_checkpoint is not None:
                 log.warning("fit() was not given latest_checkpoint: this run will not resume from %s; pass "

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from controlplane.config.stored import searcher_from
 from controlplane.searchers.base import Action, Create, Searcher, Shutdown, Stop, rng_from_state, rng_state
 from controlplane.searchers.sampling import sample
 
@@ -65,14 +66,8 @@ def initial_trials(num_rungs: int, divisor: float, max_trials: int, max_concurre
 
 
 def time_unit(searcher: dict[str, Any]) -> str:
-    """The validation metric an ASHA rung is measured in: ``time_metric``, else the older
-    ``max_length``'s unit, else batches."""
-    if searcher.get("time_metric"):
-        return str(searcher["time_metric"])
-    raw = searcher.get("max_length")
-    if isinstance(raw, dict) and len(raw) == 1:
-        return str(next(iter(raw)))
-    return "batches"
+    """The validation metric an ASHA rung is measured in (``SearcherView.time_unit``)."""
+    return searcher_from(searcher).time_unit
 
 
 def time_step(unit: str, metrics: dict[str, Any], steps_completed: int) -> int | None:

@@ -12,6 +12,7 @@ from typing import Any
 from litestar import delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
+from controlplane.config.stored import searcher_of
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import (
     CheckpointUuid,
@@ -58,8 +59,8 @@ async def post_metadata(request: AnyRequest, checkpoint_uuid: CheckpointUuid,
 
 def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_by: str | None) -> list[Any]:
     if sort_by == SORT_BY_SEARCHER_METRIC:
-        s = config.get("searcher") or {}
-        metric, smaller = s.get("metric", ""), bool(s.get("smaller_is_better", True))
+        s = searcher_of(config)
+        metric, smaller = s.metric, s.smaller_is_better
 
         def key(row: Any) -> tuple[int, float]:
             value = decode_nonfinite((row[1] or {}).get(metric))

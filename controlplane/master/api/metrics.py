@@ -174,8 +174,7 @@ async def best_validation(request: AnyRequest, exp_id: ExperimentId) -> BestVali
         exp = await session.get(Experiment, exp_id)
         if exp is None:
             raise NotFound(f"experiment {exp_id} not found")
-        smaller = bool((exp.config.get("searcher") or {}).get("smaller_is_better", True))
-        best = (func.min if smaller else func.max)(Trial.searcher_metric_value)
+        best = (func.min if exp.searcher.smaller_is_better else func.max)(Trial.searcher_metric_value)
         value = await session.scalar(select(best).where(Trial.experiment_id == exp_id))
     if value is None:
         raise NotFound(f"experiment {exp_id} has no validation metric yet")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
+from controlplane.config.stored import searcher_of
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
 from controlplane.master.redaction import redact_config, redact_yaml_text
 from controlplane.master.services.experiment_changes import active_config
@@ -66,8 +67,8 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
 
 
 def _searcher_metric(exp_config: dict[str, Any]) -> tuple[str, bool]:
-    s = exp_config.get("searcher") or {}
-    return s.get("metric", ""), bool(s.get("smaller_is_better", True))
+    s = searcher_of(exp_config)
+    return s.metric, s.smaller_is_better
 
 
 def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: dict[str, Any] | None = None,

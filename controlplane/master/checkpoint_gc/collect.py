@@ -100,7 +100,7 @@ async def _mark_experiment(rt: RuntimeCore, exp_id: int) -> list[str]:
         ckpts = [c for c in ckpts if c.state == COMPLETED]
         if not ckpts:
             return marked
-        metric = (exp.config.get("searcher") or {}).get("metric", "")
+        metric = exp.searcher.metric
         values = {}
         for trial_id, steps, metrics in (await session.execute(select(
                 Metric.trial_id, Metric.steps_completed, Metric.metrics).where(

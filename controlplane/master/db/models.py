@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from controlplane.config.stored import SearcherView, searcher_of
 from controlplane.scheduler.model import DEFAULT_PRIORITY
 
 
@@ -97,6 +98,11 @@ class Experiment(Base):
     start_time: Mapped[datetime] = _ts()
     end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
+    @property
+    def searcher(self) -> SearcherView:
+        """Its config's ``searcher`` as read everywhere (``config/stored.py``: the defaults)."""
+        return searcher_of(self.config)
+
 
 class Trial(Base):
     __tablename__ = "trials"
@@ -134,7 +140,7 @@ class Allocation(Base):
     priority: Mapped[int] = mapped_column(Integer, default=DEFAULT_PRIORITY)
     agent_id: Mapped[str | None] = mapped_column(String(255), nullable=True)  # rank 0's agent
     slot_ids: Mapped[list[Any]] = mapped_column(JSON, default=list)  # rank 0's slots
-    # Every agent of the gang: [{"agent_id", "slot_ids", "rank", "started", "exited", "exit_code"}].
+    # Every rank of the gang, one per agent: a list of orchestration/gang.py's Rank records.
     resources: Mapped[list[Any]] = mapped_column(JSON, default=list)
     # Killed by the master after ignoring a preemption: re-queued, not counted as a failure.
     killed_for_preemption: Mapped[bool] = mapped_column(Boolean, default=False)

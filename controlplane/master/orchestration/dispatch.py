@@ -76,8 +76,8 @@ def start_message(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, 
 def readable_checkpoints(exp: Experiment, latest: Checkpoint | None) -> list[str]:
     """What a trial's task may read of a shared_fs (the agent mounts only these, read-only): the
     checkpoint it restores from (DET_LATEST_CHECKPOINT) and the one its searcher warm-starts from."""
-    source = (exp.config.get("searcher") or {}).get("source_checkpoint_uuid")
+    source = exp.searcher.source_checkpoint_uuid
     uuids = [latest.uuid] if latest is not None else []
-    if isinstance(source, str) and source and source not in uuids:
+    if source is not None and source not in uuids:
         uuids.append(source)
     return uuids

@@ -64,7 +64,7 @@ def check_continuable(exp: Experiment) -> None:
     if exp.state not in ENDED:
         raise Conflict(f"state: experiment {exp.id} is {exp.state}; only an ended experiment (COMPLETED, CANCELED "
                        "or ERROR) can be continued")
-    name = (exp.config.get("searcher") or {}).get("name")
+    name = exp.searcher.name
     if name not in CONTINUABLE_SEARCHERS:
         raise BadRequest(f"id: experiment {exp.id} uses the {name} searcher; only single, grid and random "
                          "experiments can be continued")

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
+from controlplane.config.stored import searcher_of
 from controlplane.master import checkpoint_files
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, Forbidden, NotFound
@@ -225,9 +226,9 @@ async def readable_by(session: AsyncSession, principal: Principal, ckpt: Checkpo
         if ckpt.experiment_id == trial.experiment_id:
             return
         exp = await session.get(Experiment, trial.experiment_id)
-        searcher = (exp.config.get("searcher") or {}) if exp is not None else {}
-        if ckpt.uuid == searcher.get("source_checkpoint_uuid") or (
-                ckpt.trial_id is not None and ckpt.trial_id == searcher.get("source_trial_id")):
+        searcher = exp.searcher if exp is not None else searcher_of(None)
+        if ckpt.uuid == searcher.source_checkpoint_uuid or (
+                ckpt.trial_id is not None and ckpt.trial_id == searcher.source_trial_id):
             return
     raise Forbidden(f"this allocation token is not valid for checkpoint {ckpt.uuid} (another experiment's)")
 

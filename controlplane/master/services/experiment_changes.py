@@ -18,6 +18,7 @@ import msgspec
 from controlplane.config.errors import ConfigError
 from controlplane.config.limits import Limits
 from controlplane.config.merge import merge_template
+from controlplane.config.stored import searcher_of
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.checkpoint_gc import collect as gc
@@ -101,7 +102,7 @@ async def change_label(rt: MasterRuntime, principal: Principal, exp_id: int, lab
 
 def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | None) -> dict[str, Any]:
     """The override (YAML) merged over the active config, validated as a create's config is."""
-    searcher = exp.config["searcher"]["name"]
+    searcher = exp.searcher.name
     text = (override_text or "").strip()
     if searcher != "single" and text not in ("", "{}"):
         raise BadRequest(f"overrideConfig: experiment {exp.id} uses the {searcher} searcher; only a "
@@ -117,7 +118,7 @@ def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | N
         if key in override:
             raise BadRequest(f"overrideConfig.{key}: cannot be changed by continuing an experiment")
     merged = merge_template(override, active_config(exp))
-    if searcher == "single" and (merged.get("searcher") or {}).get("name") != "single":
+    if searcher == "single" and searcher_of(merged).name != "single":
         raise BadRequest("overrideConfig.searcher.name: a continued single-searcher experiment stays single")
     return prepare(rt.settings, merged, []).cfg
 

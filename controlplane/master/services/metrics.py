@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.floats import decode_nonfinite, encode_nonfinite
 from controlplane.common.timeutil import iso, utcnow
+from controlplane.config.stored import searcher_of
 from controlplane.master.db.models import Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
@@ -180,8 +181,8 @@ async def _searcher_settings(rt: MasterRuntime, session: AsyncSession, trial_id:
                                       .where(Trial.id == trial_id))
         if config is None:
             raise NotFound(f"trial {trial_id} not found")
-        s = config.get("searcher") or {}
-        hit = (s.get("name", ""), s.get("metric", ""), bool(s.get("smaller_is_better", True)), asha.time_unit(s))
+        s = searcher_of(config)
+        hit = (s.name, s.metric, s.smaller_is_better, s.time_unit)
         _searcher_of_trial.put((rt.cluster_id, trial_id), hit)
     return hit
 

@@ -82,7 +82,7 @@ async def _context(session: AsyncSession, exp: Experiment, offset: int) -> dict[
         .order_by(Trial.id).limit(MAX_SCATTER))).all())
     request_ids = {request_id: trial_id for request_id, trial_id in (await session.execute(
         select(Trial.request_id, Trial.id).where(Trial.experiment_id == exp.id).limit(100_000))).all()}
-    searcher = (exp.config or {}).get("searcher") or {}
+    searcher = exp.searcher
     now = datetime.now(UTC)
     return {
         "exp": exp, "owner": owner, "n_trials": n_trials, "trials": trials, "offset": offset,
@@ -92,7 +92,7 @@ async def _context(session: AsyncSession, exp: Experiment, offset: int) -> dict[
         "config_yaml": await asyncio.to_thread(yaml.safe_dump, config_json(exp), sort_keys=False,
                                                default_flow_style=False),
         "metric_names": await charts.metric_names(session, [t.id for t in trials[:charts.MAX_TRIALS]]),
-        "searcher_metric": searcher.get("metric", ""), "smaller_is_better": searcher.get("smaller_is_better", True),
+        "searcher_metric": searcher.metric, "smaller_is_better": searcher.smaller_is_better,
         "scatter": scatter(for_scatter), "rungs": searcher_rungs(exp, request_ids),
         "actions": actions(exp.state, exp.archived),
     }

@@ -102,8 +102,7 @@ async def _best_metrics(session: AsyncSession, exps: Sequence[Experiment]) -> di
     out: dict[int, float | None] = {}
     for e in exps:
         lo, hi = found.get(e.id, (None, None))
-        smaller = bool(((e.config or {}).get("searcher") or {}).get("smaller_is_better", True))
-        out[e.id] = lo if smaller else hi
+        out[e.id] = lo if e.searcher.smaller_is_better else hi
     return out
 
 

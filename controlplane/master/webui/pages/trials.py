@@ -85,7 +85,7 @@ async def trial_page(request: AnyRequest, trial_id: TrialId, rank: Rank = None, 
             "trial": trial, "exp": exp, "allocations": allocations, "transitions": transitions,
             "checkpoints": await _checkpoints(session, trial_id),
             "metric_names": {} if live_only else await charts.metric_names(session, [trial_id]),
-            "searcher_metric": ((exp.config or {}).get("searcher") or {}).get("metric", ""),
+            "searcher_metric": exp.searcher.metric,
             "rank": rank, "level": level, "q": q, "levels": [lv.removeprefix("LOG_LEVEL_") for lv in LEVELS],
             **_log_context(trial_id, lines, 0, rank, level, q, T.TRIAL.is_terminal(trial.state)),
         }
