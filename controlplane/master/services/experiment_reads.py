@@ -1,0 +1,131 @@
+"""Reads of experiments and their trials for the API: each a page or one row, with what its answer
+shows (owner, trial ids, progress, project name, validation summaries). The queries live here;
+``api/experiments.py`` turns the rows into Determined's JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
+
+from controlplane.master.db.models import Experiment, Metric, Trial, User
+from controlplane.master.errors import NotFound
+from controlplane.master.orchestration import progress
+from controlplane.master.services import workspaces
+from controlplane.master.services.workspaces import ProjectNames
+
+
+@dataclass(frozen=True)
+class ExperimentRead:
+    """One experiment as an answer shows it."""
+
+    exp: Experiment
+    username: str
+    trial_ids: list[int]
+    progress: float | None
+    project: ProjectNames | None  # its project and workspace names
+
+
+@dataclass(frozen=True)
+class Validation:
+    """A trial's validation report: at ``steps``, ``metrics``, reported ``at``."""
+
+    steps: int
+    metrics: dict[str, Any]
+    at: datetime | None
+
+
+async def owned(session: AsyncSession, exp_id: int) -> Experiment:
+    """The experiment row (its owner decides who may change it), or NotFound."""
+    exp = await session.get(Experiment, exp_id)
+    if exp is None:
+        raise NotFound(f"experiment {exp_id} not found")
+    return exp
+
+
+async def experiment(session: AsyncSession, exp_id: int) -> ExperimentRead:
+    exp = await owned(session, exp_id)
+    username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
+    trial_ids = list((await session.scalars(
+        select(Trial.id).where(Trial.experiment_id == exp_id).order_by(Trial.id))).all())
+    done = await progress.of_experiments(session, [exp])
+    names = await workspaces.project_names(session, {exp.project_id})
+    return ExperimentRead(exp, username, trial_ids, done[exp.id], names.get(exp.project_id))
+
+
+async def experiments_page(session: AsyncSession, *, offset: int, limit: int, archived: bool | None,
+                           project_id: int | None, users: Sequence[str]) -> tuple[list[ExperimentRead], int]:
+    """A page of experiments by id (without their code or original YAML), and how many match."""
+    q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
+         .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+    if archived is not None:
+        q = q.where(Experiment.archived.is_(archived))
+    if project_id:  # Determined's 0: every project
+        q = q.where(Experiment.project_id == project_id)
+    if users:
+        q = q.where(User.username.in_(users))
+    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    rows = (await session.execute(q.order_by(Experiment.id).offset(offset).limit(limit))).all()
+    ids = [e.id for e, _ in rows]
+    trials: dict[int, list[int]] = {i: [] for i in ids}
+    if ids:
+        for exp_id, tid in (await session.execute(select(Trial.experiment_id, Trial.id)
+                                                  .where(Trial.experiment_id.in_(ids)).order_by(Trial.id))).all():
+            trials[exp_id].append(tid)
+    done = await progress.of_experiments(session, [e for e, _ in rows])
+    names = await workspaces.project_names(session, {e.project_id for e, _ in rows})
+    return [ExperimentRead(e, u, trials[e.id], done[e.id], names.get(e.project_id)) for e, u in rows], total
+
+
+async def trials_page(session: AsyncSession, exp_id: int, *, offset: int,
+                      limit: int) -> tuple[Experiment, list[Trial], int]:
+    """The experiment, a page of its trials by id, and how many it has."""
+    exp = await owned(session, exp_id)
+    q = select(Trial).where(Trial.experiment_id == exp_id).order_by(Trial.id)
+    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    trials = list((await session.scalars(q.offset(offset).limit(limit))).all())
+    return exp, trials, total
+
+
+async def trial(session: AsyncSession, trial_id: int) -> tuple[Trial, Experiment]:
+    found = await session.get(Trial, trial_id)
+    if found is None:
+        raise NotFound(f"trial {trial_id} not found")
+    exp = await session.get(Experiment, found.experiment_id)
+    assert exp is not None  # a trial's experiment row exists (foreign key)
+    return found, exp
+
+
+async def validation_summaries(session: AsyncSession, trial_ids: list[int]
+                               ) -> tuple[dict[int, Validation], dict[int, Validation]]:
+    """Per trial: (best validation, latest validation) as Determined's MetricsWorkload.
+
+    Two indexed reads, a row or two per trial however many validations it has: the latest by
+    (steps, id), the best at the steps the write path recorded with the searcher metric.
+    """
+    best: dict[int, Validation] = {}
+    latest: dict[int, Validation] = {}
+    if not trial_ids:
+        return best, latest
+    cols = (Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
+    newest = select(*cols, func.row_number().over(
+        partition_by=Metric.trial_id, order_by=(Metric.steps_completed.desc(), Metric.id.desc())).label("rn")
+    ).where(Metric.trial_id.in_(trial_ids), Metric.group == "validation").subquery()
+    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
+    newest_rows: Sequence[Any] = (await session.execute(select(newest).where(newest.c.rn == 1))).all()
+    for tid, steps, metrics, at, _ in newest_rows:
+        latest[tid] = Validation(steps, metrics, at)
+    at_best = (select(*cols).join(Trial, and_(Trial.id == Metric.trial_id,
+                                              Metric.steps_completed == Trial.best_validation_steps))
+               .where(Metric.trial_id.in_(trial_ids), Metric.group == "validation")
+               .order_by(Metric.trial_id, Metric.id.desc()))
+    best_rows: Sequence[Any] = (await session.execute(at_best)).all()
+    for tid, steps, metrics, at in best_rows:
+        best[tid] = Validation(steps, metrics, at)  # the first run's report at those steps wins
+    return best, latest
