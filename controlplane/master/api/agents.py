@@ -19,7 +19,6 @@ from litestar import get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import iso
 from controlplane.master.agent_hub import AgentConnection
@@ -35,6 +34,7 @@ from controlplane.master.orchestration import gang
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import logs as log_service
 from controlplane.master.services.paging import Pagination, page_size, pagination
+from controlplane.master.services.slot_use import slot_use
 from controlplane.state import allocation as A
 from controlplane.wire import agent_protocol as wire
 
@@ -260,19 +260,10 @@ async def list_agents(
     async with rt.sessions() as session:
         total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
         agents = (await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all()
-        use = await _slot_use(session)
+        use = await slot_use(session)
     return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
                                                 rt.hub.environments.get(a.id, ())) for a in agents],
                              pagination=pagination(offset, limit, total, len(agents)))
-
-
-async def _slot_use(session: AsyncSession) -> dict[str, dict[int, str]]:
-    use: dict[str, dict[int, str]] = {}
-    for alloc in (await session.scalars(select(Allocation).where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-        for r in gang.resources_of(alloc):
-            for sid in r["slot_ids"]:
-                use.setdefault(r["agent_id"], {})[sid] = alloc.id
-    return use
 
 
 async def _set_enabled(request: AnyRequest, agent_id: str, enable: bool, drain: bool) -> AgentResponse:
@@ -288,7 +279,7 @@ async def _set_enabled(request: AnyRequest, agent_id: str, enable: bool, drain: 
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
                 if agent_id in gang.agents_of(alloc):
                     rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
-        use = await _slot_use(session)
+        use = await slot_use(session)
         out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections,
                          rt.hub.environments.get(agent.id, ()))
     rt.orchestrator.wake()
@@ -343,7 +334,7 @@ async def _set_slot(request: AnyRequest, agent_id: str, slot_id: int, enable: bo
         else:
             off[str(slot_id)] = drain
         agent.disabled_slots = off
-        use = await _slot_use(session)
+        use = await slot_use(session)
         running = use.get(agent_id, {}).get(slot_id)
         if not enable and not drain and running:
             alloc = await session.get(Allocation, running)

@@ -517,9 +517,9 @@ class Orchestrator:
             registered_wall = wall_now - timedelta(seconds=now - conn.registered_at)
             for alloc in await self._live_allocations_on(session, conn.agent_id):
                 assigned = aware(alloc.assigned_at)
-                mine = next(r for r in gang.resources_of(alloc) if r["agent_id"] == conn.agent_id)
+                mine = next(r for r in gang.resources_of(alloc) if r.agent_id == conn.agent_id)
                 if (assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register
-                        and not mine.get("exited") and alloc.id not in exiting):
+                        and not mine.exited and alloc.id not in exiting):
                     await self._allocation_lost(session, alloc, f"agent {conn.agent_id} restarted without it")
 
     async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+import msgspec
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -151,7 +152,8 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         task_ports = [p for group in booked[(role, index)].values() for p in group]
         used.setdefault(address, set()).update(task_ports)
         gang.assign(alloc, ((agent_id, tuple(slots)),))
-        alloc.resources = [dict(alloc.resources[0], address=address, ports={"pai": task_ports})]
+        gang.set_resources(alloc, [msgspec.structs.replace(gang.resources_of(alloc)[0], address=address,
+                                                           ports=gang.RankPorts(pai=task_ports))])
         alloc.assigned_at = now
         token = lifecycle.mint_token(alloc)
         move(session, alloc, A.ASSIGNED, f"placed on {agent_id} slots {list(slots)} with job {job.name}'s tasks")
@@ -223,13 +225,13 @@ def _stop_live(orch: Orchestrator, session: AsyncSession, rows: Sequence[Allocat
         if row.state == A.PENDING:
             lifecycle.end_allocation(session, row, reason)
         else:
-            row.resources = [dict(r, stopped=True) for r in gang.resources_of(row)]
+            gang.set_resources(row, [msgspec.structs.replace(r, stopped=True) for r in gang.resources_of(row)])
             orch.kill_allocation(row, reason)
 
 
 def was_stopped(alloc: Allocation) -> bool:
     """An ended task that was stopped (never placed, or killed by a decision), not one that failed."""
-    return alloc.assigned_at is None or any(r.get("stopped") for r in gang.resources_of(alloc))
+    return alloc.assigned_at is None or any(r.stopped for r in gang.resources_of(alloc))
 
 
 def _finish(session: AsyncSession, job: PaiJob, state: str, reason: str) -> None:

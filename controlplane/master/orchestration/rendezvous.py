@@ -24,6 +24,8 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from controlplane.master.db.models import Allocation
 from controlplane.master.orchestration import gang
 
@@ -32,13 +34,13 @@ PORT_HIGH = 32000  # exclusive
 DEFAULT_ADDRESS = "127.0.0.1"
 
 
-def ports_of(entry: dict[str, Any]) -> list[int]:
-    ports = entry.get("ports") or {}
-    out = [ports["c10d"]] if ports.get("c10d") else []
-    out += [p for p in ports.get("dist") or [] if p]
-    if ports.get("ssh"):
-        out.append(ports["ssh"])
-    out += [p for p in ports.get("pai") or [] if p]  # an OpenPAI task's portList (orchestration/pai_jobs.py)
+def ports_of(entry: gang.Rank) -> list[int]:
+    ports = entry.ports
+    out = [ports.c10d] if ports.c10d else []
+    out += [p for p in ports.dist if p]
+    if ports.ssh:
+        out.append(ports.ssh)
+    out += [p for p in ports.pai if p]  # an OpenPAI task's portList (orchestration/pai_jobs.py)
     return out
 
 
@@ -47,8 +49,8 @@ def used_ports(allocs: Iterable[Allocation]) -> dict[str, set[int]]:
     used: dict[str, set[int]] = {}
     for alloc in allocs:
         for entry in gang.resources_of(alloc):
-            if entry.get("address"):
-                used.setdefault(entry["address"], set()).update(ports_of(entry))
+            if entry.address:
+                used.setdefault(entry.address, set()).update(ports_of(entry))
     return used
 
 
@@ -78,16 +80,15 @@ def assign(alloc: Allocation, addresses: list[str], used: dict[str, set[int]]) -
     """Record each rank's address and ports in ``alloc.resources`` (placed by ``gang.assign``);
     ``used`` (address -> ports of live allocations) gains the new ones."""
     picker = _Picker(alloc.id, used)
-    resources = [dict(r) for r in gang.resources_of(alloc)]
-    for entry in resources:
-        rank = entry["rank"]
-        address = addresses[rank] if rank < len(addresses) else DEFAULT_ADDRESS
-        entry["address"] = address
-        if rank == 0:
-            entry["ports"] = {"c10d": picker.take(address), "dist": [picker.take(address), picker.take(address)]}
+    resources = gang.resources_of(alloc)
+    for i, entry in enumerate(resources):
+        address = addresses[entry.rank] if entry.rank < len(addresses) else DEFAULT_ADDRESS
+        if entry.rank == 0:
+            ports = gang.RankPorts(c10d=picker.take(address), dist=[picker.take(address), picker.take(address)])
         else:
-            entry["ports"] = {"ssh": picker.take(address)}
-    alloc.resources = resources
+            ports = gang.RankPorts(ssh=picker.take(address))
+        resources[i] = msgspec.structs.replace(entry, address=address, ports=ports)
+    gang.set_resources(alloc, resources)
 
 
 def resources_id(alloc_id: str, rank: int) -> str:
@@ -98,21 +99,21 @@ def resources_id(alloc_id: str, rank: int) -> str:
 
 def info(alloc: Allocation) -> dict[str, Any]:
     """What every container of the gang is told (the StartTask fields and rendezvous.json)."""
-    resources = sorted(gang.resources_of(alloc), key=lambda r: r["rank"])
-    chief = (resources[0].get("ports") or {}) if resources else {}
+    resources = sorted(gang.resources_of(alloc), key=lambda r: r.rank)
+    chief = resources[0].ports if resources else gang.RankPorts()
     return {
-        "container_addrs": [r.get("address") or DEFAULT_ADDRESS for r in resources],
-        "container_slot_counts": [len(r.get("slot_ids") or []) for r in resources],
-        "chief_port": int(chief.get("c10d") or 0),
-        "dist_ports": [int(p) for p in chief.get("dist") or []],
-        "ssh_ports": [int((r.get("ports") or {}).get("ssh") or 0) for r in resources],
+        "container_addrs": [r.address or DEFAULT_ADDRESS for r in resources],
+        "container_slot_counts": [len(r.slot_ids) for r in resources],
+        "chief_port": chief.c10d,
+        "dist_ports": list(chief.dist),
+        "ssh_ports": [r.ports.ssh for r in resources],
     }
 
 
 def rank_of(alloc: Allocation, rid: str) -> int | None:
     """The container rank a DET_RESOURCES_ID names (its rank number is accepted too)."""
     for entry in gang.resources_of(alloc):
-        rank = int(entry["rank"])
+        rank = entry.rank
         if rid in (resources_id(alloc.id, rank), str(rank)):
             return rank
     return None

@@ -61,7 +61,7 @@ def _holds(alloc: Allocation, used: dict[str, set[int]],
            zero_slot: dict[str, int]) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], str | None]:
     """A live allocation's slots per agent (added to ``used``) and, for a zero-slot task, its agent
     (counted in ``zero_slot``)."""
-    resources = tuple((r["agent_id"], tuple(r["slot_ids"])) for r in gang.resources_of(alloc) if r["slot_ids"])
+    resources = tuple((r.agent_id, tuple(r.slot_ids)) for r in gang.resources_of(alloc) if r.slot_ids)
     for agent_id, slots in resources:
         used.setdefault(agent_id, set()).update(slots)
     zero_agent = None

@@ -221,7 +221,7 @@ def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Pri
         "allocationId": alloc.id if alloc is not None else "",
         "exitCode": alloc.exit_code if alloc is not None and alloc.state == A.TERMINATED else None,
     }
-    entry = (gang.resources_of(alloc) or [{}])[0] if alloc is not None else {}
+    entry = gang.first_rank(alloc)
     if job.kind == "notebook":
         out["serviceAddress"] = f"/proxy/{job.job_id}/{NOTEBOOK_PATH}"
     if job.kind == "tensorboard":
@@ -230,9 +230,9 @@ def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Pri
                                 if i.isdigit()]
     if job.kind == "shell":
         spec = pai_jobs.parsed(job)
-        ports = pai_svc.ports_by_label(spec.task_roles[0], (entry.get("ports") or {}).get("pai") or [])
-        out["addresses"] = ([{"hostIp": entry.get("address"), "hostPort": int(ports["ssh"].split(",")[0])}]
-                            if ports.get("ssh") else [])
+        ports = pai_svc.ports_by_label(spec.task_roles[0], entry.ports.pai if entry else [])
+        out["addresses"] = ([{"hostIp": entry.address if entry else None,
+                              "hostPort": int(ports["ssh"].split(",")[0])}] if ports.get("ssh") else [])
         out["hostPublicKey"] = rendezvous.public_key_line(job.ssh_host_key)
         if allows(principal, Action.READ_OWN, job.owner_id):
             out["privateKey"] = job.ssh_key
@@ -296,10 +296,10 @@ async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.Pro
     if not allocs or allocs[0].state not in (A.ASSIGNED, A.RUNNING):
         return None
     entry = gang.resources_of(allocs[0])[0]
-    http = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], (entry.get("ports") or {}).get("pai") or [])
+    http = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], entry.ports.pai)
     if not http.get("http"):
         return None
-    return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.get("address") or "127.0.0.1",
+    return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.address or "127.0.0.1",
                                   port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}",
                                   headers=task_proxy.secret_headers(task_proxy.task_secret(job.ssh_host_key,
                                                                                            job.job_id)))

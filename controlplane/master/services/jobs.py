@@ -142,7 +142,7 @@ def _add(usage: dict[Any, tuple[int, int, bool]], key: Any, alloc: Allocation) -
     requested, allocated, scheduled = usage.get(key, (0, 0, False))
     live = alloc.state != A.PENDING
     usage[key] = (requested + alloc.slots_needed,
-                  allocated + (sum(len(r["slot_ids"]) for r in gang.resources_of(alloc)) if live else 0),
+                  allocated + (sum(len(r.slot_ids) for r in gang.resources_of(alloc)) if live else 0),
                   scheduled or live)
 
 

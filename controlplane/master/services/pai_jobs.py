@@ -298,12 +298,12 @@ async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
         statuses = []
         for i in range(role.task_number):
             alloc = by_key.get((role.name, i))
-            entry = (gang.resources_of(alloc) or [{}])[0] if alloc is not None else {}
+            entry = gang.first_rank(alloc)
             statuses.append(TaskStatus(
                 task_index=i, task_state=_task_state(alloc, job),
                 container_id=alloc.id if alloc is not None and alloc.state != A.PENDING else None,
-                container_ip=entry.get("address"),
-                container_ports=ports_by_label(role, (entry.get("ports") or {}).get("pai") or []),
+                container_ip=entry.address if entry else None,
+                container_ports=ports_by_label(role, entry.ports.pai if entry else []),
                 container_gpus=role.gpu_number,
                 container_exit_code=alloc.exit_code if alloc is not None else None,
                 container_exit_diagnostics=(alloc.exit_reason or "") if alloc is not None else ""))
@@ -382,10 +382,10 @@ async def ssh_info(rt: MasterRuntime, principal: Principal, username: str, name:
         if alloc.state not in (A.ASSIGNED, A.RUNNING) or alloc.task_role is None:
             continue
         entry = gang.resources_of(alloc)[0]
-        port = ports_by_label(spec.role(alloc.task_role), (entry.get("ports") or {}).get("pai") or []).get("ssh")
+        port = ports_by_label(spec.role(alloc.task_role), entry.ports.pai).get("ssh")
         if port:
             containers.append(SshContainer(id=f"{alloc.task_role}-{alloc.task_index}", task_role=alloc.task_role,
-                                           task_index=alloc.task_index or 0, ssh_ip=entry.get("address") or "",
+                                           task_index=alloc.task_index or 0, ssh_ip=entry.address or "",
                                            ssh_port=int(port.split(",")[0])))
     return SshInfo(containers=containers, user=SSH_USER, private_key=job.ssh_key, host_public_key=host_public,
                    known_hosts=[f"[{c.ssh_ip}]:{c.ssh_port} {host_public}" for c in containers])

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import epoch
 from controlplane.master.db.models import Agent, Allocation, Instance, Trial
+from controlplane.master.orchestration.gang import Rank
 
 MAX_EXPERIMENTS = 1000  # ids per experiment_spend call: a page, never the whole table
 MAX_BUCKETS = 500
@@ -56,10 +58,11 @@ def _holds_of(rows: Iterable[Any], now: float) -> list[Hold]:
     for exp_id, assigned, started, ended, agent_id, slot_ids, resources in rows:
         start = epoch(assigned or started, now)
         end = epoch(ended, now)
-        gang = resources or ([{"agent_id": agent_id, "slot_ids": slot_ids or []}] if agent_id else [])
-        for r in gang:
-            if r.get("agent_id") and end > start:
-                out.append(Hold(exp_id, r["agent_id"], max(1, len(r.get("slot_ids") or [])), start, end))
+        ranks = (msgspec.convert(resources, list[Rank]) if resources
+                 else [Rank(agent_id=agent_id, slot_ids=slot_ids or [])] if agent_id else [])
+        for r in ranks:
+            if r.agent_id and end > start:
+                out.append(Hold(exp_id, r.agent_id, max(1, len(r.slot_ids)), start, end))
     return out
 
 

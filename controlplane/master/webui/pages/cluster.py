@@ -17,7 +17,6 @@ from typing import Annotated, Any
 from litestar import Response, get
 from litestar.params import Parameter, QueryParameter
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api.agents import V1Agent, agent_json
@@ -26,12 +25,11 @@ from controlplane.master.api.autoscaler_json import describe_json
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
 from controlplane.master.autoscaling.service import scaling_of
-from controlplane.master.db.models import Agent, Allocation, Experiment, Instance
+from controlplane.master.db.models import Agent, Experiment, Instance
 from controlplane.master.http_types import AnyRequest
-from controlplane.master.orchestration import gang
 from controlplane.master.services import spend
+from controlplane.master.services.slot_use import slot_use
 from controlplane.master.webui import render
-from controlplane.state import allocation as A
 
 MAX_PAGE = 200
 MAX_INSTANCES = 50  # per pool: every live one first, then the most recently launched
@@ -80,7 +78,7 @@ async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListO
     known = set(rt.hub.connections) | set(rt.hub.away_since)  # connected or within their reconnect window
     window, bucket = WINDOWS[spend_window]
     async with rt.sessions() as session:
-        use = await _slot_use(session)
+        use = await slot_use(session)
         total_agents = await session.scalar(select(func.count()).where(Agent.id.in_(known))) or 0
         agents = (await session.scalars(select(Agent).where(Agent.id.in_(known)).order_by(Agent.id)
                                         .offset(offset).limit(limit))).all()
@@ -113,17 +111,6 @@ async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListO
                        bucket_starts=[datetime.fromtimestamp(t, UTC) for t in series.times],
                        spend_window=spend_window.value, windows=[w.value for w in SpendWindow],
                        self_url=request.url.path + (f"?{request.url.query}" if request.url.query else ""))
-
-
-async def _slot_use(session: AsyncSession) -> dict[str, dict[int, str]]:
-    """agent id -> slot id -> the allocation holding it (bounded by the cluster's slots)."""
-    out: dict[str, dict[int, str]] = {}
-    for alloc in (await session.scalars(select(Allocation).where(
-            Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-        for r in gang.resources_of(alloc):
-            for sid in r["slot_ids"]:
-                out.setdefault(r["agent_id"], {})[sid] = alloc.id
-    return out
 
 
 ROUTES: list[Any] = [cluster_page]
