@@ -202,6 +202,9 @@ def build_runtime(settings: MasterSettings) -> MasterRuntime:
     from controlplane.master.services.metric_writer import MetricWriter, writers_for
 
     rt.metric_writer = MetricWriter(rt.sessions, writers=writers_for(engine.dialect.name))
+    from controlplane.master.services.commands import notebook_target
+
+    rt.proxy.add_resolver(notebook_target)  # notebooks' and TensorBoards' web servers, behind /proxy/<id>/
     return rt
 
 

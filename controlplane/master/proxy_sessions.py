@@ -1,11 +1,13 @@
 """Where the master's task proxy sends ``/proxy/{task_id}/...``, and when each task was last used.
 
-A kind of task that serves HTTP (a notebook, a TensorBoard) registers a resolver: given a
-session and a task id, it answers the task's ``ProxyTarget`` (who owns it, the address and port
-it listens on, the path prefix it serves under) or None when the id is not one of its tasks.
-``resolve`` asks the resolvers in the order they were registered; the first answer wins.
+All of it is one master's (``ProxySessions``, ``RuntimeCore.proxy``). A kind of task that serves
+HTTP (a notebook, a TensorBoard) has a resolver, added where the master is wired
+(``app.build_runtime``): given a session and a task id, it answers the task's ``ProxyTarget`` (who
+owns it, the address and port it listens on, the path prefix it serves under) or None when the
+id is not one of its tasks. ``resolve`` asks the resolvers in the order they were added; the
+first answer wins.
 
-``last_activity`` records, per task id, the monotonic time of the last request or WebSocket
+The activity record keeps, per task id, the monotonic time of the last request or WebSocket
 frame the proxy passed (in either direction), so an idle-timeout loop can end tasks nobody
 uses: ``idle_for(task_id)`` is the seconds since then, None when the proxy never carried any.
 It lives in this process's memory (a restarted master starts every task's clock afresh), and
@@ -31,14 +33,11 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from controlplane.master.errors import NotFound
-
-if TYPE_CHECKING:
-    from controlplane.master.runtime_core import RuntimeCore
 
 SECRET_ENV = "DET_TASK_PROXY_SECRET"  # a served task's secret, in its environment
 SECRET_HEADER = "Authorization"  # how the proxy hands it to the task: "token <secret>" (Jupyter's own form)
@@ -80,59 +79,6 @@ class ProxyTarget:
 
 Resolver = Callable[[AsyncSession, str], Awaitable[ProxyTarget | None]]
 
-_RESOLVERS: list[Resolver] = []
-
-
-def register_resolver(fn: Resolver) -> Resolver:
-    """Add a resolver (after those already registered; registering one twice changes nothing).
-    Returns ``fn``, so it can be used as a decorator."""
-    if fn not in _RESOLVERS:
-        _RESOLVERS.append(fn)
-    return fn
-
-
-def unregister_resolver(fn: Resolver) -> None:
-    if fn in _RESOLVERS:
-        _RESOLVERS.remove(fn)
-
-
-def resolvers() -> tuple[Resolver, ...]:
-    return tuple(_RESOLVERS)
-
-
-async def resolve(rt: RuntimeCore, task_id: str) -> ProxyTarget:
-    """The target of ``task_id``, from the first resolver that knows it; NotFound naming it else."""
-    async with rt.sessions() as session:
-        for fn in tuple(_RESOLVERS):
-            target = await fn(session, task_id)
-            if target is not None:
-                return target
-    raise NotFound(f"task {task_id} not found: no running task serves a proxy under that id")
-
-
-# ---- activity --------------------------------------------------------------------------------
-last_activity: dict[str, float] = {}
-
-
-def touch(task_id: str, now: float | None = None) -> None:
-    """Record traffic for ``task_id`` (a proxied request, a chunk of its answer, a frame)."""
-    last_activity[task_id] = time.monotonic() if now is None else now
-
-
-def idle_for(task_id: str, now: float | None = None) -> float | None:
-    """Seconds since the proxy last carried traffic for ``task_id``; None if it never did."""
-    last = last_activity.get(task_id)
-    if last is None:
-        return None
-    return max(0.0, (time.monotonic() if now is None else now) - last)
-
-
-def forget(task_id: str) -> None:
-    """Drop a task's activity record (call it when the task ends)."""
-    last_activity.pop(task_id, None)
-
-
-# ---- the proxy's own sign-in -----------------------------------------------------------------
 TICKET_TTL_S = 60.0
 SESSION_TTL_S = 8 * 3600.0
 MAX_ENTRIES = 10_000  # of each kind; the oldest go first past it
@@ -143,10 +89,6 @@ class _Grant:
     user_token: str  # the master token it was minted from: signing out of the master ends it
     task_id: str
     expires: float
-
-
-_tickets: dict[str, _Grant] = {}
-_sessions: dict[str, _Grant] = {}
 
 
 def _put(store: dict[str, _Grant], grant: _Grant) -> str:
@@ -170,25 +112,73 @@ def _get(store: dict[str, _Grant], key: str, task_id: str) -> str | None:
     return grant.user_token
 
 
-def mint_ticket(user_token: str, task_id: str) -> str:
-    """A one-time ticket for ``task_id`` on the proxy's origin, for the holder of ``user_token``."""
-    return _put(_tickets, _Grant(user_token, task_id, time.monotonic() + TICKET_TTL_S))
+class ProxySessions:
+    """One master's proxy state (``RuntimeCore.proxy``): its resolvers (wired in
+    ``app.build_runtime``), each task's last traffic, and the proxy's tickets and sessions."""
 
+    def __init__(self) -> None:
+        self._resolvers: list[Resolver] = []
+        self._last_activity: dict[str, float] = {}
+        self._tickets: dict[str, _Grant] = {}
+        self._sessions: dict[str, _Grant] = {}
 
-def redeem_ticket(ticket: str, task_id: str) -> str | None:
-    """The master token a ticket for ``task_id`` was minted from (once); None when unknown,
-    used, expired or for another task."""
-    token = _get(_tickets, ticket, task_id)
-    if token is not None:
-        _tickets.pop(ticket, None)
-    return token
+    # ---- where a task is -----------------------------------------------------------------
+    def add_resolver(self, fn: Resolver) -> None:
+        """Ask ``fn`` after the resolvers already added (adding one twice changes nothing)."""
+        if fn not in self._resolvers:
+            self._resolvers.append(fn)
 
+    def remove_resolver(self, fn: Resolver) -> None:
+        if fn in self._resolvers:
+            self._resolvers.remove(fn)
 
-def new_session(user_token: str, task_id: str) -> str:
-    """A proxy session for ``task_id`` (the value of its proxy cookie)."""
-    return _put(_sessions, _Grant(user_token, task_id, time.monotonic() + SESSION_TTL_S))
+    def resolvers(self) -> tuple[Resolver, ...]:
+        return tuple(self._resolvers)
 
+    async def resolve(self, sessions: async_sessionmaker[Any], task_id: str) -> ProxyTarget:
+        """The target of ``task_id``, from the first resolver that knows it; NotFound naming it else."""
+        async with sessions() as session:
+            for fn in tuple(self._resolvers):
+                target = await fn(session, task_id)
+                if target is not None:
+                    return target
+        raise NotFound(f"task {task_id} not found: no running task serves a proxy under that id")
 
-def session_token(session: str, task_id: str) -> str | None:
-    """The master token behind a proxy session for ``task_id``; None when unknown or expired."""
-    return _get(_sessions, session, task_id)
+    # ---- activity ----------------------------------------------------------------------------
+    def touch(self, task_id: str, now: float | None = None) -> None:
+        """Record traffic for ``task_id`` (a proxied request, a chunk of its answer, a frame)."""
+        if task_id not in self._last_activity and len(self._last_activity) >= MAX_ENTRIES:
+            del self._last_activity[next(iter(self._last_activity))]  # bounded: a task never forgotten goes
+        self._last_activity[task_id] = time.monotonic() if now is None else now
+
+    def idle_for(self, task_id: str, now: float | None = None) -> float | None:
+        """Seconds since the proxy last carried traffic for ``task_id``; None if it never did."""
+        last = self._last_activity.get(task_id)
+        if last is None:
+            return None
+        return max(0.0, (time.monotonic() if now is None else now) - last)
+
+    def forget(self, task_id: str) -> None:
+        """Drop a task's activity record (call it when the task ends)."""
+        self._last_activity.pop(task_id, None)
+
+    # ---- the proxy's own sign-in -----------------------------------------------------------
+    def mint_ticket(self, user_token: str, task_id: str) -> str:
+        """A one-time ticket for ``task_id`` on the proxy's origin, for the holder of ``user_token``."""
+        return _put(self._tickets, _Grant(user_token, task_id, time.monotonic() + TICKET_TTL_S))
+
+    def redeem_ticket(self, ticket: str, task_id: str) -> str | None:
+        """The master token a ticket for ``task_id`` was minted from (once); None when unknown,
+        used, expired or for another task."""
+        token = _get(self._tickets, ticket, task_id)
+        if token is not None:
+            self._tickets.pop(ticket, None)
+        return token
+
+    def new_session(self, user_token: str, task_id: str) -> str:
+        """A proxy session for ``task_id`` (the value of its proxy cookie)."""
+        return _put(self._sessions, _Grant(user_token, task_id, time.monotonic() + SESSION_TTL_S))
+
+    def session_token(self, session: str, task_id: str) -> str | None:
+        """The master token behind a proxy session for ``task_id``; None when unknown or expired."""
+        return _get(self._sessions, session, task_id)

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from controlplane.master.db.outage import DatabaseHealth
+from controlplane.master.proxy_sessions import ProxySessions
 from controlplane.master.settings import MasterSettings
 from controlplane.master.stream_slots import StreamSlots
+from controlplane.master.token_cache import TokenCaches
 
 if TYPE_CHECKING:
     from controlplane.master.agent_hub import AgentHub
@@ -56,6 +58,8 @@ class RuntimeCore:
     notifier: Notifier = field(default_factory=Notifier)
     streams: StreamSlots = field(default_factory=StreamSlots)  # long answers' slots (stream_slots.py)
     db_health: DatabaseHealth = field(default_factory=DatabaseHealth)  # database outages, logged once (db/outage.py)
+    tokens: TokenCaches = field(default_factory=TokenCaches)  # user and task token lookups (token_cache.py)
+    proxy: ProxySessions = field(default_factory=ProxySessions)  # the task proxy's state (proxy_sessions.py)
     hub: AgentHub = field(init=False)  # the agents' connections; set by app.build_runtime
     log_ring: LogRing | None = None  # the master's recent log lines (det master logs), while it runs
     proxy_port: int | None = None  # the task proxy's listener, once bound (serving.Listeners)

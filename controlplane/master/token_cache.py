@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
+
+from controlplane.master.principals import AuthedUser, TaskPrincipal
 
 V = TypeVar("V")
 
@@ -77,9 +79,18 @@ class _TTLCache(Generic[V]):
         self._fenced_values.clear()
 
 
-# Values: controlplane.master.principals.AuthedUser / TaskPrincipal (not imported: no cycles).
-USER_TOKENS: _TTLCache[Any] = _TTLCache(ttl_s=5.0)
-# A task token is dropped when its allocation ends (orchestration/lifecycle.py, the one path that
-# ends one), and every write re-checks its run inside its transaction (services/fencing.py), so the
-# entry can live long: a hundred trials reporting each second then cost no token lookups.
-TASK_TOKENS: _TTLCache[Any] = _TTLCache(ttl_s=60.0)
+class TokenCaches:
+    """One master's token lookups (``RuntimeCore.tokens``): each app its own, so two masters in
+    one process (the tests') never answer from each other's."""
+
+    def __init__(self) -> None:
+        self.users: _TTLCache[AuthedUser] = _TTLCache(ttl_s=5.0)
+        # A task token is dropped when its allocation ends (orchestration/lifecycle.py, the one path
+        # that ends one), and every write re-checks its run inside its transaction
+        # (services/fencing.py), so the entry can live long: a hundred trials reporting each second
+        # then cost no token lookups.
+        self.tasks: _TTLCache[TaskPrincipal] = _TTLCache(ttl_s=60.0)
+
+    def forget_user(self, user_id: int) -> None:
+        """Drop a user's cached sessions, so a change of role or activity counts at once."""
+        self.users.drop_where(lambda u: u.id == user_id)

@@ -114,7 +114,7 @@ def test_a_notebooks_page_opened_by_an_admin_cannot_make_its_owner_admin(chromiu
             return None
         return task_proxy.ProxyTarget(alice, "127.0.0.1", notebook_page.server_address[1], "")
 
-    task_proxy.register_resolver(resolver)
+    master.app.state.runtime.proxy.add_resolver(resolver)
     context = chromium.new_context(base_url=url)
     context.set_default_timeout(bounded(30) * 1000)
     try:
@@ -132,6 +132,6 @@ def test_a_notebooks_page_opened_by_an_admin_cannot_make_its_owner_admin(chromiu
         assert page.url == f"http://127.0.0.1:{master.proxy_port}/proxy/{TASK}/", page.url
     finally:
         context.close()
-        task_proxy.unregister_resolver(resolver)
+        master.app.state.runtime.proxy.remove_resolver(resolver)
     me = requests.get(f"{url}/api/v1/users/{alice}", headers=admin, timeout=10).json()["user"]
     assert not me["admin"] and me.get("role") != "admin", (me, outcome)

@@ -24,7 +24,7 @@ from controlplane.master.http_types import AnyConnection
 from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.auth import user_for_token
-from controlplane.master.token_cache import TASK_TOKENS, USER_TOKENS, token_hash
+from controlplane.master.token_cache import token_hash
 from controlplane.state import allocation as A
 
 ALLOCATION_HEADER = "grpc-metadata-x-allocation-token"
@@ -57,14 +57,14 @@ async def current_user(request: AnyConnection) -> AuthedUser:
 async def user_for(connection: AnyConnection, token: str) -> AuthedUser:
     """The signed-in user a user token names (cached), or 401."""
     key = token_hash(token)
-    user = USER_TOKENS.get(key)
+    rt = runtime_of(connection)
+    user = rt.tokens.users.get(key)
     if user is None:
-        rt = runtime_of(connection)
         async with rt.sessions() as session:
             user = await user_for_token(session, token)
         if user is None:
             raise Unauthenticated("invalid or expired token")
-        USER_TOKENS.put(key, user)
+        rt.tokens.users.put(key, user)
     return user
 
 
@@ -73,10 +73,10 @@ async def current_task(request: AnyConnection) -> TaskPrincipal | None:
     if token is None:
         return None
     key = token_hash(token)
-    cached = TASK_TOKENS.get(key)
+    rt = runtime_of(request)
+    cached = rt.tokens.tasks.get(key)
     if cached is not None:
         return cached
-    rt = runtime_of(request)
     async with rt.sessions() as session:
         row = (await session.execute(
             select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state, Trial.run_id)
@@ -96,7 +96,7 @@ async def current_task(request: AnyConnection) -> TaskPrincipal | None:
         raise Unauthenticated(f"allocation {alloc_id} is run {run_id} of trial {trial_id}, "
                               f"which has moved on to run {trial_run}; its token is no longer valid")
     principal = TaskPrincipal(alloc_id, task_id, trial_id, run_id)
-    TASK_TOKENS.put(key, principal)
+    rt.tokens.tasks.put(key, principal)
     return principal
 
 

@@ -15,7 +15,7 @@ A browser that comes with neither is sent to the master's link.
 
 Who may: the task's owner or an admin (``authz.require_owner`` with ``Action.EDIT``: using a
 notebook runs code as its owner, so it is changing the task, not reading it; viewers and task
-tokens never pass). Where to: ``services.task_proxy.resolve`` asks the resolvers that kinds of
+tokens never pass). Where to: ``RuntimeCore.proxy.resolve`` (``proxy_sessions.py``) asks the resolvers that kinds of
 tasks register. A proxy session names the user's master token, so signing out of the master (or
 the token's expiry) ends it too.
 
@@ -61,12 +61,12 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.typing import Subprotocol
 
 from controlplane.master import browser_session as webui_session
-from controlplane.master import proxy_sessions as svc
 from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of, user_for
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
 from controlplane.master.http_types import AnyRequest, AnyWebSocket
 from controlplane.master.principals import AuthedUser
+from controlplane.master.proxy_sessions import ProxySessions, ProxyTarget
 from controlplane.master.runtime import MasterRuntime
 
 log = logging.getLogger("controlplane.master.task_proxy")
@@ -266,11 +266,11 @@ async def _bounded_body(request: AnyRequest) -> AsyncIterator[bytes]:
             yield chunk
 
 
-async def _relay(upstream: httpx.Response, task_id: str) -> AsyncIterator[bytes]:
+async def _relay(upstream: httpx.Response, proxy: ProxySessions, task_id: str) -> AsyncIterator[bytes]:
     """The task's answer as it comes (still encoded as the task sent it, e.g. gzip)."""
     try:
         async for chunk in upstream.aiter_raw():
-            svc.touch(task_id)
+            proxy.touch(task_id)
             yield chunk
     except httpx.TransportError as e:
         # The status line has gone out: the client sees the connection end early.
@@ -280,7 +280,7 @@ async def _relay(upstream: httpx.Response, task_id: str) -> AsyncIterator[bytes]
         await upstream.aclose()
 
 
-def _target_error(task_id: str, target: svc.ProxyTarget, e: httpx.TransportError) -> ApiError:
+def _target_error(task_id: str, target: ProxyTarget, e: httpx.TransportError) -> ApiError:
     where = f"{target.host}:{target.port}"
     if isinstance(e, httpx.TimeoutException):
         return GatewayTimeout(f"task {task_id} did not answer in time at {where}")
@@ -325,14 +325,14 @@ def _query(scope: Any, drop: str) -> str:
 async def proxy_link(request: AnyRequest, task_id: str) -> Response[Any]:
     """The master's ``/proxy/{task_id}/...``: a one-time ticket to the same path on the proxy's origin."""
     rt: MasterRuntime = runtime_of(request)
-    target = await svc.resolve(rt, task_id)
+    target = await rt.proxy.resolve(rt.sessions, task_id)
     require_owner(principal_of(request), Action.EDIT, target.owner_id, f"task {task_id}")
     token = bearer_token(request.headers.get("authorization")) or webui_session.cookie_token(request)
     if token is None:  # pragma: no cover - the guard signed the user in with one of them
         raise Unauthenticated("missing credentials")
     segment, rest = split_path(request.scope, task_id)
     query = _query(request.scope, TICKET_PARAM)
-    ticket = urlencode({TICKET_PARAM: svc.mint_ticket(token, task_id)})
+    ticket = urlencode({TICKET_PARAM: runtime_of(request).proxy.mint_ticket(token, task_id)})
     location = f"{proxy_origin(request)}/proxy/{segment}{rest or '/'}?" + (f"{query}&" if query else "") + ticket
     return Redirect(location, status_code=303, headers=NO_REFERRER)
 
@@ -343,16 +343,17 @@ def _cookie_path(segment: str) -> str:
 
 async def _redeem(request: AnyRequest, task_id: str, ticket: str) -> Response[Any]:
     """A ticket from the master's link: the proxy cookie, and the same URL without the ticket."""
-    token = svc.redeem_ticket(ticket, task_id)
+    token = runtime_of(request).proxy.redeem_ticket(ticket, task_id)
     if token is None:
         raise Unauthenticated(f"the link to task {task_id} has expired or was used already: open it from the "
                               "master again")
     user = await user_for(request, token)
-    target = await svc.resolve(runtime_of(request), task_id)
+    target = await runtime_of(request).proxy.resolve(runtime_of(request).sessions, task_id)
     require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     segment, rest = split_path(request.scope, task_id)
     query = _query(request.scope, TICKET_PARAM)
-    cookie = Cookie(key=PROXY_COOKIE, value=svc.new_session(token, task_id), path=_cookie_path(segment),
+    cookie = Cookie(key=PROXY_COOKIE, value=runtime_of(request).proxy.new_session(token, task_id),
+                    path=_cookie_path(segment),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return Redirect(f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else ""), status_code=303,
                     headers=NO_REFERRER, cookies=[cookie])
@@ -371,7 +372,7 @@ async def _proxy_user(request: AnyRequest, task_id: str) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         session = request.cookies.get(PROXY_COOKIE)
-        token = svc.session_token(session, task_id) if session else None
+        token = runtime_of(request).proxy.session_token(session, task_id) if session else None
         if token is None:
             raise Unauthenticated(f"not signed in to task {task_id}: open it from the master "
                                   f"(/proxy/{task_id}/), or send Authorization: Bearer")
@@ -402,7 +403,7 @@ async def proxy_http(request: AnyRequest, task_id: str) -> Response[Any]:
                             status_code=303, headers=NO_REFERRER)
         raise
     rt: MasterRuntime = runtime_of(request)
-    target = await svc.resolve(rt, task_id)
+    target = await rt.proxy.resolve(rt.sessions, task_id)
     require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
 
     declared = _declared_length(request)
@@ -418,7 +419,7 @@ async def proxy_http(request: AnyRequest, task_id: str) -> Response[Any]:
                                                        raw_path=raw_target.encode("latin-1")),
                              headers=headers, content=_bounded_body(request) if has_body else None,
                              extensions={"timeout": timeout.as_dict()})
-    svc.touch(task_id)
+    rt.proxy.touch(task_id)
     try:
         upstream = await client_for(request.app).send(outgoing, stream=True)
     except _BodyTooLarge:
@@ -426,7 +427,7 @@ async def proxy_http(request: AnyRequest, task_id: str) -> Response[Any]:
     except httpx.TransportError as e:
         log.info("task proxy: %s %s for task %s: %r", request.method, raw_target, task_id, e)
         raise _target_error(task_id, target, e) from None
-    return ProxiedStream(_relay(upstream, task_id), raw_headers=answer_headers(upstream.headers.raw),
+    return ProxiedStream(_relay(upstream, rt.proxy, task_id), raw_headers=answer_headers(upstream.headers.raw),
                          status_code=upstream.status_code, background=BackgroundTask(upstream.aclose))
 
 
@@ -436,7 +437,7 @@ async def socket_user(socket: AnyWebSocket, task_id: str) -> AuthedUser:
     token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
     if token is None:
         session = socket.cookies.get(PROXY_COOKIE)
-        token = svc.session_token(session, task_id) if session else None
+        token = runtime_of(socket).proxy.session_token(session, task_id) if session else None
         if token is None:
             raise Unauthenticated("missing credentials: send Authorization: Bearer, a token query parameter, "
                                   "or the task's proxy cookie")
@@ -475,7 +476,8 @@ async def _refuse(socket: AnyWebSocket, code: int, reason: str) -> None:
     await _close_quietly(socket, code, reason)
 
 
-async def _client_to_task(socket: AnyWebSocket, upstream: ClientConnection, task_id: str) -> int:
+async def _client_to_task(socket: AnyWebSocket, upstream: ClientConnection, proxy: ProxySessions,
+                          task_id: str) -> int:
     """Frames from the client to the task; returns the client's close code."""
     while True:
         event = await socket.receive()
@@ -485,14 +487,15 @@ async def _client_to_task(socket: AnyWebSocket, upstream: ClientConnection, task
         if data is None:
             data = event.get("text")
         if isinstance(data, str | bytes):
-            svc.touch(task_id)
+            proxy.touch(task_id)
             await upstream.send(data)
 
 
-async def _task_to_client(socket: AnyWebSocket, upstream: ClientConnection, task_id: str) -> None:
+async def _task_to_client(socket: AnyWebSocket, upstream: ClientConnection, proxy: ProxySessions,
+                          task_id: str) -> None:
     """Frames from the task to the client, until the task closes."""
     async for message in upstream:
-        svc.touch(task_id)
+        proxy.touch(task_id)
         if isinstance(message, str):
             await socket.send_text(message)
         else:
@@ -506,7 +509,7 @@ async def proxy_socket(socket: AnyWebSocket, task_id: str) -> None:
     rt: MasterRuntime = runtime_of(socket)
     try:
         user = await socket_user(socket, task_id)
-        target = await svc.resolve(rt, task_id)
+        target = await rt.proxy.resolve(rt.sessions, task_id)
         require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     except ApiError as e:
         await _refuse(socket, 4000 + e.status, e.message)
@@ -534,11 +537,11 @@ async def proxy_socket(socket: AnyWebSocket, task_id: str) -> None:
     except (OSError, InvalidHandshake) as e:
         await _refuse(socket, 4502, f"task {task_id} is not reachable at {where}: {e}")
         return
-    svc.touch(task_id)
+    rt.proxy.touch(task_id)
     try:
         await socket.accept(subprotocols=upstream.subprotocol)
-        to_task = asyncio.create_task(_client_to_task(socket, upstream, task_id))
-        to_client = asyncio.create_task(_task_to_client(socket, upstream, task_id))
+        to_task = asyncio.create_task(_client_to_task(socket, upstream, rt.proxy, task_id))
+        to_client = asyncio.create_task(_task_to_client(socket, upstream, rt.proxy, task_id))
         try:
             done, _ = await asyncio.wait({to_task, to_client}, return_when=asyncio.FIRST_COMPLETED)
         finally:

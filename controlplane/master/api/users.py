@@ -18,7 +18,7 @@ from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import auth, tokens
 from controlplane.master.services import users as svc
-from controlplane.master.token_cache import USER_TOKENS, token_hash
+from controlplane.master.token_cache import token_hash
 
 UserId = Annotated[int, Parameter(ge=1, le=2**31 - 1, description="the user's id")]
 
@@ -47,7 +47,7 @@ async def logout(request: AnyRequest) -> dict[str, Any]:
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
-        USER_TOKENS.drop(token_hash(token))
+        runtime_of(request).tokens.users.drop(token_hash(token))
     return {}
 
 
@@ -103,7 +103,7 @@ async def patch_user(request: AnyRequest, user_id: UserId, data: svc.PatchUser) 
     me = user_of(request)
     token = bearer_token(request.headers.get("authorization"))
     async with runtime_of(request).sessions.begin() as session:
-        user = await svc.patch_user(session, me, token, user_id, data)
+        user = await svc.patch_user(session, runtime_of(request).tokens, me, token, user_id, data)
         return svc.UserResponse(user=svc.v1_user(user))
 
 
@@ -118,7 +118,8 @@ async def set_password(request: AnyRequest, user_id: UserId,
     token = bearer_token(request.headers.get("authorization"))
     async with runtime_of(request).sessions.begin() as session:
         user = await svc.get_user(session, user_id)
-        await svc.set_password(session, me, token, user, change.password, change.old_password, change.is_hashed)
+        await svc.set_password(session, runtime_of(request).tokens, me, token, user, change.password,
+                               change.old_password, change.is_hashed)
         return svc.UserResponse(user=svc.v1_user(user))
 
 

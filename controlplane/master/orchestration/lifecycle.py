@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import utcnow
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.master.orchestration.transitions import move, record_initial
-from controlplane.master.token_cache import TASK_TOKENS, token_hash
+from controlplane.master.token_cache import TokenCaches, token_hash
 from controlplane.scheduler.model import DEFAULT_PRIORITY
 from controlplane.searchers.base import Create
 from controlplane.state import allocation as A
@@ -61,12 +61,14 @@ async def live_allocation(session: AsyncSession, trial_id: int) -> Allocation | 
     )
 
 
-def end_allocation(session: AsyncSession, alloc: Allocation, reason: str, exit_code: int | None = None) -> None:
+def end_allocation(session: AsyncSession, tokens: TokenCaches, alloc: Allocation, reason: str,
+                   exit_code: int | None = None) -> None:
+    """The allocation is over; its token is refused from now on (``tokens``: the master's cache)."""
     alloc.exit_code = exit_code
     alloc.exit_reason = reason
     alloc.ended_at = utcnow()
     move(session, alloc, A.TERMINATED, reason)
-    TASK_TOKENS.drop(alloc.token_hash)
+    tokens.tasks.drop(alloc.token_hash)
 
 
 async def latest_checkpoint(session: AsyncSession, trial: Trial) -> Checkpoint | None:

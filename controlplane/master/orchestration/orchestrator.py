@@ -363,7 +363,7 @@ class Orchestrator:
         if trial.state == T.QUEUED:
             move(session, trial, T.PAUSED, "experiment paused")
             if alloc is not None and alloc.state == A.PENDING:
-                lifecycle.end_allocation(session, alloc, "experiment paused before it was placed")
+                lifecycle.end_allocation(session, self.rt.tokens, alloc, "experiment paused before it was placed")
             elif alloc is not None:
                 self.request_preemption(alloc, "experiment paused")
         elif trial.state == T.RUNNING:
@@ -379,7 +379,7 @@ class Orchestrator:
             await self._mark_started(session, alloc, "its process reported before its start was seen")
         if trial.state in (T.QUEUED, T.PAUSED) and (alloc is None or alloc.state == A.PENDING):
             if alloc is not None:
-                lifecycle.end_allocation(session, alloc, "stopped by the searcher before it ran")
+                lifecycle.end_allocation(session, self.rt.tokens, alloc, "stopped by the searcher before it ran")
             lifecycle.finish_trial(session, trial, T.CANCELED, "stopped by the searcher before it ran")
         elif trial.state == T.RUNNING:
             move(session, trial, T.STOPPING_COMPLETED, "stopped early by the searcher")
@@ -390,7 +390,7 @@ class Orchestrator:
         alloc = await lifecycle.live_allocation(session, trial.id)
         if alloc is None or alloc.state == A.PENDING:
             if alloc is not None:
-                lifecycle.end_allocation(session, alloc, reason)
+                lifecycle.end_allocation(session, self.rt.tokens, alloc, reason)
             lifecycle.finish_trial(session, trial, T.CANCELED, reason)
             return
         move(session, trial, T.STOPPING_KILLED, reason)
@@ -410,7 +410,8 @@ class Orchestrator:
 
     async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
                                 reason: str, *, agent_lost: bool) -> None:
-        lifecycle.end_allocation(session, alloc, reason or ("agent lost" if agent_lost else "exited"), exit_code)
+        lifecycle.end_allocation(session, self.rt.tokens, alloc, reason or ("agent lost" if agent_lost else "exited"),
+                                 exit_code)
         self._notify_after_commit(("preempt", alloc.id))
         if alloc.pai_job_id is not None:
             await pai_jobs.task_ended(self, session, alloc)

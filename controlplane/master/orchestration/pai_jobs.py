@@ -223,7 +223,7 @@ def _stop_live(orch: Orchestrator, session: AsyncSession, rows: Sequence[Allocat
         if row.state == A.TERMINATED:
             continue
         if row.state == A.PENDING:
-            lifecycle.end_allocation(session, row, reason)
+            lifecycle.end_allocation(session, orch.rt.tokens, row, reason)
         else:
             gang.set_resources(row, [msgspec.structs.replace(r, stopped=True) for r in gang.resources_of(row)])
             orch.kill_allocation(row, reason)
@@ -264,7 +264,7 @@ async def reap_idle(orch: Orchestrator, session: AsyncSession) -> None:
     rows = (await session.scalars(select(PaiJob).where(
         PaiJob.kind.in_(SERVED_KINDS), PaiJob.state == J.RUNNING, PaiJob.idle_timeout_s.is_not(None)))).all()
     for job in rows:
-        idle = task_proxy.idle_for(job.job_id)
+        idle = orch.rt.proxy.idle_for(job.job_id)
         if idle is None:
             launched = aware(job.launched_at)
             idle = (utcnow() - launched).total_seconds() if launched is not None else 0.0
@@ -272,4 +272,4 @@ async def reap_idle(orch: Orchestrator, session: AsyncSession) -> None:
             log.info("%s %s idle for %.0fs: stopping it", job.kind, job.job_id, idle)
             await stop(orch, session, job, "the idle timeout",
                        f"idle for {idle:.0f}s (idle_timeout {job.idle_timeout_s}s)")
-            task_proxy.forget(job.job_id)
+            orch.rt.proxy.forget(job.job_id)

@@ -23,7 +23,7 @@ from controlplane.common.timeutil import aware, utcnow
 from controlplane.master.db.models import User, UserSession
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.principals import AuthedUser, Role
-from controlplane.master.token_cache import USER_TOKENS, token_hash
+from controlplane.master.token_cache import TokenCaches, token_hash
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFETIME = timedelta(days=7)
@@ -102,15 +102,11 @@ async def logout(session: AsyncSession, token: str) -> None:
         await session.delete(s)
 
 
-async def end_sessions(session: AsyncSession, user_id: int, *, keep_token: str | None = None) -> None:
+async def end_sessions(session: AsyncSession, tokens: TokenCaches, user_id: int, *,
+                       keep_token: str | None = None) -> None:
     """End every session of a user (but ``keep_token``'s), in the database and in the cache."""
     q = delete(UserSession).where(UserSession.user_id == user_id)
     if keep_token is not None:
         q = q.where(UserSession.token_hash != token_hash(keep_token))
     await session.execute(q)
-    forget_user(user_id)
-
-
-def forget_user(user_id: int) -> None:
-    """Drop a user's cached sessions, so a change of role or activity counts at once."""
-    USER_TOKENS.drop_where(lambda u: getattr(u, "id", None) == user_id)
+    tokens.forget_user(user_id)

@@ -286,7 +286,6 @@ async def logs(rt: MasterRuntime, kind: str, job_id: str, after: int, limit: int
     return await pai_svc.logs(rt, username, job.name, None, None, after, limit)
 
 
-@task_proxy.register_resolver
 async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.ProxyTarget | None:
     """A running notebook's JupyterLab or TensorBoard, which serves under ``/proxy/<id>/`` itself."""
     job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind.in_(SERVED)))

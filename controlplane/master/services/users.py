@@ -22,6 +22,7 @@ from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
 from controlplane.master.principals import AuthedUser, Role
 from controlplane.master.services import auth
 from controlplane.master.services.paging import Pagination
+from controlplane.master.token_cache import TokenCaches
 
 NO_NUL = r"^[^\x00]*$"
 MAX_PAGE = 1000
@@ -172,8 +173,8 @@ async def _keep_an_admin(session: AsyncSession, user: User) -> None:
         raise Conflict(f"user '{user.username}' is the last active admin; make another admin first")
 
 
-async def patch_user(session: AsyncSession, caller: AuthedUser, caller_token: str | None, user_id: int,
-                     patch: PatchUser) -> User:
+async def patch_user(session: AsyncSession, tokens: TokenCaches, caller: AuthedUser, caller_token: str | None,
+                     user_id: int, patch: PatchUser) -> User:
     if not caller.admin:
         if caller.id != user_id:
             raise Forbidden("only an admin may change another user")
@@ -195,20 +196,21 @@ async def patch_user(session: AsyncSession, caller: AuthedUser, caller_token: st
         await _keep_an_admin(session, user)
     if role.value != user.role:
         user.role, user.admin = role.value, role is Role.ADMIN
-        auth.forget_user(user.id)
+        tokens.forget_user(user.id)
     if patch.active is not None and patch.active != user.active:
         user.active = patch.active
         if not patch.active:
-            await auth.end_sessions(session, user.id)
-        auth.forget_user(user.id)
+            await auth.end_sessions(session, tokens, user.id)
+        tokens.forget_user(user.id)
     if patch.password is not None:
-        await set_password(session, caller, caller_token, user, patch.password, patch.old_password, patch.is_hashed)
+        await set_password(session, tokens, caller, caller_token, user, patch.password, patch.old_password,
+                           patch.is_hashed)
     await session.flush()
     return user
 
 
-async def set_password(session: AsyncSession, caller: AuthedUser, caller_token: str | None, user: User,
-                       password: str, old_password: str | None, is_hashed: bool) -> None:
+async def set_password(session: AsyncSession, tokens: TokenCaches, caller: AuthedUser, caller_token: str | None,
+                       user: User, password: str, old_password: str | None, is_hashed: bool) -> None:
     """One's own password needs the old one and ends one's other sessions; an admin setting
     someone else's needs no old password and ends all of that user's sessions."""
     own = caller.id == user.id
@@ -221,4 +223,4 @@ async def set_password(session: AsyncSession, caller: AuthedUser, caller_token: 
                             if old_password is not None else "oldPassword: required to change your own password")
     user.password_hash = await asyncio.to_thread(auth.hash_password,
                                                  auth.client_password_value(password, is_hashed))
-    await auth.end_sessions(session, user.id, keep_token=caller_token if own else None)
+    await auth.end_sessions(session, tokens, user.id, keep_token=caller_token if own else None)

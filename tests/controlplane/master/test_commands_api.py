@@ -83,7 +83,6 @@ async def test_a_notebook_runs_jupyterlab_under_its_proxy_path(api):
 async def test_a_notebook_or_tensorboard_nobody_uses_past_its_idle_timeout_is_stopped(api, monkeypatch, kind):
     import time
 
-    from controlplane.master import proxy_sessions as task_proxy
     from controlplane.master.orchestration import pai_jobs
 
     monkeypatch.setattr(pai_jobs, "IDLE_CHECK_S", 0.0)
@@ -96,10 +95,10 @@ async def test_a_notebook_or_tensorboard_nobody_uses_past_its_idle_timeout_is_st
     nb = (await api.post(f"/api/v1/{kind}s", json=body)).json()[kind]
     start = await agent.next_message()
     await agent.start(start)
-    task_proxy.touch(nb["id"], time.monotonic() - 60)  # used a minute ago: kept
+    api.rt.proxy.touch(nb["id"], time.monotonic() - 60)  # used a minute ago: kept
     await api.rt.orchestrator.tick()
     assert agent.conn.outbox.empty()
-    task_proxy.touch(nb["id"], time.monotonic() - 3600)  # last used an hour ago
+    api.rt.proxy.touch(nb["id"], time.monotonic() - 3600)  # last used an hour ago
     kill = await agent.next_message()
     assert isinstance(kill, wire.KillTask) and kill.allocation_id == start.allocation_id
     await agent.exit(start.allocation_id, 143)

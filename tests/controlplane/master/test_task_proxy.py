@@ -201,13 +201,13 @@ async def tasks(api, http_task) -> AsyncIterator[Tasks]:
         async def resolver(session, task_id: str) -> svc.ProxyTarget | None:
             return targets.get(task_id)
 
-        svc.register_resolver(resolver)
+        api.rt.proxy.add_resolver(resolver)
         try:
             yield out
         finally:
-            svc.unregister_resolver(resolver)
+            api.rt.proxy.remove_resolver(resolver)
             for task_id in targets:
-                svc.forget(task_id)
+                api.rt.proxy.forget(task_id)
             silent.close()
 
 
@@ -409,42 +409,39 @@ async def test_request_bodies_are_capped(api, proxy, tasks, monkeypatch):
 
 
 async def test_idle_for_moves_with_traffic(api, proxy, tasks):
-    assert svc.idle_for(OWNED) is None
+    assert api.rt.proxy.idle_for(OWNED) is None
     assert (await proxy.get(f"/proxy/{OWNED}/a")).status_code == 200
-    first = svc.idle_for(OWNED)
+    first = api.rt.proxy.idle_for(OWNED)
     assert first is not None and first < 5
     await asyncio.sleep(0.2)
-    later = svc.idle_for(OWNED)
+    later = api.rt.proxy.idle_for(OWNED)
     assert later is not None and later >= first + 0.15
     assert (await proxy.get(f"/proxy/{OWNED}/b")).status_code == 200
-    again = svc.idle_for(OWNED)
+    again = api.rt.proxy.idle_for(OWNED)
     assert again is not None and again < later
     # Refused traffic is not activity.
     nora = await add_user(api, "nora")
     await asyncio.sleep(0.1)
-    before = svc.idle_for(OWNED)
+    before = api.rt.proxy.idle_for(OWNED)
     assert (await proxy.get(f"/proxy/{OWNED}/c", headers=nora)).status_code == 403
-    after = svc.idle_for(OWNED)
+    after = api.rt.proxy.idle_for(OWNED)
     assert before is not None and after is not None and after >= before
 
 
-def test_resolvers_register_once_and_in_order():
+def test_resolvers_are_asked_in_the_order_added_and_only_once_each():
     async def first(session, task_id):
         return None
 
     async def second(session, task_id):
         return None
 
-    before = svc.resolvers()
-    try:
-        assert svc.register_resolver(first) is first
-        svc.register_resolver(second)
-        svc.register_resolver(first)
-        assert svc.resolvers()[-2:] == (first, second)
-    finally:
-        svc.unregister_resolver(first)
-        svc.unregister_resolver(second)
-    assert svc.resolvers() == before
+    proxy = svc.ProxySessions()  # each master its own
+    proxy.add_resolver(first)
+    proxy.add_resolver(second)
+    proxy.add_resolver(first)
+    assert proxy.resolvers() == (first, second) and svc.ProxySessions().resolvers() == ()
+    proxy.remove_resolver(first)
+    assert proxy.resolvers() == (second,)
     assert svc.ProxyTarget(1, "h", 1, "/proxy/t/").path_for("/api") == "/proxy/t/api"
     assert svc.ProxyTarget(1, "h", 1).path_for("/") == "/"
 
@@ -518,7 +515,7 @@ async def test_websocket_frames_go_both_ways(api, proxy, tasks):
         assert tasks.ws_seen[-1][0] == f"/proxy/{SOCKET}/echo?x=1"
 
         # A browser: the task's proxy cookie, from a page of the proxy's origin.
-        session = svc.new_session(token, SOCKET)
+        session = api.rt.proxy.new_session(token, SOCKET)
         cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={session}; {webui_session.COOKIE}={token}; jupyter=1"}
         async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://127.0.0.1:{port}"),
                               additional_headers=cookie) as ws:
@@ -533,7 +530,7 @@ async def test_websocket_frames_go_both_ways(api, proxy, tasks):
         assert cookies == ["jupyter=1"]
         for _, headers, _ in tasks.ws_seen:
             assert token not in " ".join(v for _, v in headers) and session not in " ".join(v for _, v in headers)
-        idle = svc.idle_for(SOCKET)
+        idle = api.rt.proxy.idle_for(SOCKET)
         assert idle is not None and idle < 30
 
 
@@ -568,7 +565,7 @@ async def test_websocket_refusals(api, proxy, tasks):
                                          additional_headers={"Cookie": f"{webui_session.COOKIE}={token}"})
         assert code == 4401, reason
         # The proxy cookie from another site's page (or with no Origin at all) is not enough.
-        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={svc.new_session(token, SOCKET)}"}
+        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={api.rt.proxy.new_session(token, SOCKET)}"}
         code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie,
                                          origin=Origin("http://evil.example"))
         assert code == 4403 and "Origin" in reason, reason

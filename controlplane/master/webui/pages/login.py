@@ -26,7 +26,7 @@ from controlplane.master.authz import Action, opt
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import auth
-from controlplane.master.token_cache import USER_TOKENS, token_hash
+from controlplane.master.token_cache import token_hash
 from controlplane.master.webui import render
 
 MAX_FIELD = 256
@@ -102,7 +102,7 @@ async def logout(request: AnyRequest,
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
-        USER_TOKENS.drop(token_hash(token))
+        runtime_of(request).tokens.users.drop(token_hash(token))
     return Redirect(web_session.LOGIN_PATH, status_code=303, cookies=[web_session.expired_cookie()])
 
 
