@@ -18,7 +18,6 @@ import msgspec
 from litestar import get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import Parameter, QueryParameter
-from sqlalchemy import func, select
 
 from controlplane.common.timeutil import iso
 from controlplane.master.agent_hub import AgentConnection
@@ -27,15 +26,12 @@ from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
 from controlplane.master.api.paging_params import Limit, Offset
 from controlplane.master.authz import Action, opt
 from controlplane.master.db import outage
-from controlplane.master.db.models import Agent, Allocation
-from controlplane.master.errors import NotFound
+from controlplane.master.db.models import Agent
 from controlplane.master.http_types import AnyRequest, AnyWebSocket
-from controlplane.master.orchestration import gang
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import agents as agents_svc
 from controlplane.master.services import logs as log_service
 from controlplane.master.services.paging import Pagination, page_size, pagination
-from controlplane.master.services.slot_use import slot_use
-from controlplane.state import allocation as A
 from controlplane.wire import agent_protocol as wire
 
 log = logging.getLogger("controlplane.master.agents")
@@ -253,14 +249,7 @@ async def list_agents(
     """Connected agents and those within their reconnect window (`connected: false`), by id."""
     user_of(request)
     rt = runtime_of(request)
-    q = select(Agent)
-    if not show_all:  # the hub knows who is connected and who may still come back
-        q = q.where(Agent.id.in_(set(rt.hub.connections) | set(rt.hub.away_since)))
-    size = page_size(limit)
-    async with rt.sessions() as session:
-        total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
-        agents = (await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all()
-        use = await slot_use(session)
+    agents, total, use = await agents_svc.page(rt, show_all=show_all, offset=offset, size=page_size(limit))
     return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
                                                 rt.hub.environments.get(a.id, ())) for a in agents],
                              pagination=pagination(offset, limit, total, len(agents)))
@@ -269,21 +258,9 @@ async def list_agents(
 async def _set_enabled(request: AnyRequest, agent_id: str, enable: bool, drain: bool) -> AgentResponse:
     user_of(request)
     rt = runtime_of(request)
-    async with rt.orchestrator.transaction() as session:
-        agent = await session.get(Agent, agent_id)
-        if agent is None:
-            raise NotFound(f"agent {agent_id} not found")
-        agent.enabled, agent.draining = enable, (not enable and drain)
-        if not enable and not drain:
-            for alloc in (await session.scalars(select(Allocation).where(
-                    Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-                if agent_id in gang.agents_of(alloc):
-                    rt.orchestrator.request_preemption(alloc, f"agent {agent_id} disabled")
-        use = await slot_use(session)
-        out = agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections,
-                         rt.hub.environments.get(agent.id, ()))
-    rt.orchestrator.wake()
-    return AgentResponse(agent=out)
+    agent, use = await agents_svc.set_enabled(rt, agent_id, enable, drain)
+    return AgentResponse(agent=agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections,
+                                          rt.hub.environments.get(agent.id, ())))
 
 
 @post("/api/v1/agents/{agent_id:str}/enable", operation_id="EnableAgent", tags=["agents"],
@@ -318,31 +295,11 @@ SlotId = Annotated[int, Parameter(ge=0, le=2**31 - 1, description="the slot's id
 
 
 async def _set_slot(request: AnyRequest, agent_id: str, slot_id: int, enable: bool, drain: bool) -> SlotResponse:
-    """A disabled slot takes no new work (``orchestration/snapshot.py`` leaves it out); without
-    drain, work running on it is preempted (it checkpoints and resumes elsewhere)."""
     user_of(request)
     rt = runtime_of(request)
-    async with rt.orchestrator.transaction() as session:
-        agent = await session.get(Agent, agent_id)
-        if agent is None:
-            raise NotFound(f"agent {agent_id} not found")
-        if slot_id not in {s["id"] for s in agent.slots or []}:
-            raise NotFound(f"slot {slot_id} of agent {agent_id} not found")
-        off = dict(agent.disabled_slots or {})
-        if enable:
-            off.pop(str(slot_id), None)
-        else:
-            off[str(slot_id)] = drain
-        agent.disabled_slots = off
-        use = await slot_use(session)
-        running = use.get(agent_id, {}).get(slot_id)
-        if not enable and not drain and running:
-            alloc = await session.get(Allocation, running)
-            if alloc is not None:
-                rt.orchestrator.request_preemption(alloc, f"slot {slot_id} of agent {agent_id} disabled")
-        out = agent_json(agent, use.get(agent_id, {}), agent_id in rt.hub.connections).slots[str(slot_id)]
-    rt.orchestrator.wake()
-    return SlotResponse(slot=out)
+    agent, use = await agents_svc.set_slot(rt, agent_id, slot_id, enable, drain)
+    answer = agent_json(agent, use.get(agent_id, {}), agent_id in rt.hub.connections)
+    return SlotResponse(slot=answer.slots[str(slot_id)])
 
 
 @post("/api/v1/agents/{agent_id:str}/slots/{slot_id:int}/enable", operation_id="EnableSlot", tags=["agents"],

@@ -11,18 +11,16 @@ from typing import Annotated, Any
 import msgspec
 from litestar import get, post
 from litestar.params import Parameter, QueryParameter
-from sqlalchemy import select, update
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt, require_owner
-from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import Conflict, NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration import rendezvous as rendezvous_info
 from controlplane.master.principals import Principal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.state import allocation as A
+from controlplane.master.services import allocations as svc
 
 MAX_POLL_S = 60.0
 NO_NUL = r"^[^\x00]*$"
@@ -58,25 +56,8 @@ class PreemptionResponse(msgspec.Struct, rename="camel", kw_only=True):
     preempt: bool
 
 
-async def _preempt_state(rt: MasterRuntime, alloc_id: str) -> tuple[bool, bool]:
-    """(preempt?, allocation still live?)"""
-    async with rt.sessions() as session:
-        row = (await session.execute(select(Allocation.preempt_requested, Allocation.state)
-                                     .where(Allocation.id == alloc_id))).first()
-    if row is None:
-        raise NotFound(f"allocation {alloc_id} not found")
-    return bool(row[0]), row[1] != A.TERMINATED
-
-
 async def _check_owner(rt: MasterRuntime, principal: Principal, alloc_id: str) -> None:
-    async with rt.sessions() as session:
-        owner = (await session.execute(select(Experiment.owner_id).select_from(Allocation)
-                                       .join(Trial, Trial.id == Allocation.trial_id)
-                                       .join(Experiment, Experiment.id == Trial.experiment_id)
-                                       .where(Allocation.id == alloc_id))).first()
-    if owner is None:
-        raise NotFound(f"allocation {alloc_id} not found")
-    require_owner(principal, Action.TASK_REPORT, owner[0], f"allocation {alloc_id}")
+    require_owner(principal, Action.TASK_REPORT, await svc.owner_of(rt, alloc_id), f"allocation {alloc_id}")
 
 
 @get("/api/v1/allocations/{alloc_id:str}/signals/preemption", operation_id="AllocationPreemptionSignal",
@@ -88,11 +69,11 @@ async def preemption_signal(request: AnyRequest, alloc_id: AllocId,
     rt = runtime_of(request)
     raw = timeout_seconds if timeout_seconds is not None else timeout_seconds_camel
     timeout = min(raw or 0.0, MAX_POLL_S)
-    preempt, live = await _preempt_state(rt, alloc_id)
+    preempt, live = await svc.preempt_state(rt, alloc_id)
     if preempt or not live or timeout <= 0:
         return PreemptionResponse(preempt=preempt)
     await rt.notifier.wait(("preempt", alloc_id), timeout)
-    preempt, _ = await _preempt_state(rt, alloc_id)
+    preempt, _ = await svc.preempt_state(rt, alloc_id)
     return PreemptionResponse(preempt=preempt)
 
 
@@ -103,11 +84,7 @@ async def ack_preemption(request: AnyRequest, alloc_id: AllocId,
     """Acknowledged while the allocation lives (an ack for an ended one is a 409)."""
     rt = runtime_of(request)
     await _check_owner(rt, principal_of(request), alloc_id)
-    async with rt.sessions.begin() as session:
-        result = await session.execute(update(Allocation).where(
-            Allocation.id == alloc_id, Allocation.state != A.TERMINATED).values(preempt_acked=True))
-        if result.rowcount == 0:
-            raise Conflict(f"allocation {alloc_id} has ended (state {A.TERMINATED}): nothing to acknowledge")
+    await svc.ack_preemption(rt, alloc_id)
     return {}
 
 
@@ -128,10 +105,7 @@ async def rendezvous(request: AnyRequest, alloc_id: AllocId,
     DET_RESOURCES_ID, or its rank): every container's address and slot count and its own rank,
     plus the ports the master chose for the allocation (``chiefPort``, ``distPorts``, ``sshPorts``).
     Everything is decided at placement, so the answer needs no wait for the other containers."""
-    async with runtime_of(request).sessions() as session:
-        alloc = await session.get(Allocation, alloc_id)
-    if alloc is None:
-        raise NotFound(f"allocation {alloc_id} not found")
+    alloc = await svc.get(runtime_of(request), alloc_id)
     if not gang.resources_of(alloc):
         raise Conflict(f"allocation {alloc_id} is not placed yet (state {alloc.state})")
     rank = rendezvous_info.rank_of(alloc, resources_id)

@@ -14,16 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from litestar.handlers import BaseRouteHandler
-from sqlalchemy import select
 
 from controlplane.master import browser_session as webui_session
 from controlplane.master.authz import UNAUTHENTICATED, Action, Rule, check_role, rule_for
-from controlplane.master.db.models import Allocation, Trial
 from controlplane.master.errors import Forbidden, Unauthenticated
 from controlplane.master.http_types import AnyConnection
 from controlplane.master.principals import AuthedUser, Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services.auth import user_for_token
+from controlplane.master.services.auth import task_token_row, user_for_token
 from controlplane.master.token_cache import token_hash
 from controlplane.state import allocation as A
 
@@ -78,11 +76,7 @@ async def current_task(request: AnyConnection) -> TaskPrincipal | None:
     if cached is not None:
         return cached
     async with rt.sessions() as session:
-        row = (await session.execute(
-            select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state, Trial.run_id)
-            .outerjoin(Trial, Trial.id == Allocation.trial_id)
-            .where(Allocation.token_hash == key)
-        )).first()
+        row = await task_token_row(session, key)
     if row is None:
         raise Unauthenticated("invalid allocation token")
     alloc_id, task_id, trial_id, state, trial_run = row

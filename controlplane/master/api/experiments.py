@@ -17,7 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, TrialId, page_limit
-from controlplane.master.api.serializers import config_json, experiment_json, metrics_summary, pagination, trial_json
+from controlplane.master.api.serializers import (
+    config_json,
+    experiment_json,
+    experiment_read_json,
+    metrics_summary,
+    pagination,
+    trial_json,
+)
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest
@@ -31,15 +38,10 @@ ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2
                                                    description="only this project's experiments; 0: all")]
 
 
-def _experiment_json(read: reads.ExperimentRead, *, original: bool = True) -> dict[str, Any]:
-    return experiment_json(read.exp, read.username, read.trial_ids, read.progress, read.project,
-                           original=original)
-
-
 async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict[str, Any]]:
     """One experiment, and its answer with its progress as of now."""
     read = await reads.experiment(session, exp_id)
-    return read.exp, _experiment_json(read)
+    return read.exp, experiment_read_json(read)
 
 
 def _validation_json(found: reads.Validation | None, metric: str | None = None) -> dict[str, Any] | None:
@@ -82,7 +84,7 @@ async def list_experiments(request: AnyRequest, limit: ListLimit = 200, offset: 
     async with runtime_of(request).sessions() as session:
         rows, total = await reads.experiments_page(session, offset=offset, limit=page_limit(limit),
                                                    archived=archived, project_id=project_id, users=users)
-    return {"experiments": [_experiment_json(r, original=False) for r in rows],
+    return {"experiments": [experiment_read_json(r, original=False) for r in rows],
             "pagination": pagination(offset, limit, total, len(rows))}
 
 

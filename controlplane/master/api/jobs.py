@@ -11,17 +11,16 @@ from typing import Any
 
 import msgspec
 from litestar import get, patch, post
-from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.autoscaler_json import describe_json
 from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, OrderBy, ResourcePoolQuery, page_limit
-from controlplane.master.api.serializers import experiment_json, pagination
-from controlplane.master.authz import Action, opt, require_owner
-from controlplane.master.db.models import Experiment, Instance, Trial, User
+from controlplane.master.api.serializers import experiment_read_json, pagination
+from controlplane.master.authz import Action, opt
 from controlplane.master.errors import NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
+from controlplane.master.services import experiment_changes as changes
 from controlplane.master.services import job_updates as updates
 from controlplane.master.services import jobs as svc
 from controlplane.master.services import paging, workspaces
@@ -96,37 +95,8 @@ async def update_job_queue(request: AnyRequest, data: updates.UpdateJobQueueRequ
 
 @patch("/api/v1/experiments/{exp_id:int}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
 async def patch_experiment(request: AnyRequest, exp_id: ExperimentId, data: PatchExperimentRequest) -> dict[str, Any]:
-    body = data.patch()
-    rt = runtime_of(request)
-    async with rt.orchestrator.transaction() as session:
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        require_owner(principal_of(request), Action.EDIT, exp.owner_id, f"experiment {exp_id}")
-        for key in ("name", "description", "notes"):
-            if getattr(body, key) is not None:
-                setattr(exp, key, getattr(body, key))
-        if body.labels is not None:
-            exp.labels = list(dict.fromkeys(body.labels))
-        resources = body.resources
-        if resources is not None:
-            if resources.priority is not None:
-                exp.priority = svc.check_priority(rt, exp.resource_pool, resources.priority, "resources.priority")
-            if resources.weight is not None:
-                exp.weight = svc.check_weight(rt, exp.resource_pool, resources.weight, "resources.weight")
-            if resources.max_slots is not msgspec.UNSET:
-                exp.max_slots = svc.check_max_slots(resources.max_slots, "resources.maxSlots")
-        if body.checkpoint_storage is not None:
-            exp.config = svc.with_gc_policy(exp.config, body.checkpoint_storage)
-        await session.flush()
-        username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
-        trial_ids = list((await session.scalars(select(Trial.id).where(Trial.experiment_id == exp_id)
-                                                .order_by(Trial.id))).all())
-        names = await workspaces.project_names(session, {exp.project_id})
-        out = experiment_json(exp, username, trial_ids, (await progress.of_experiments(session, [exp]))[exp.id],
-                              names.get(exp.project_id))
-    rt.orchestrator.wake()
-    return {"experiment": out}
+    read = await changes.patch(runtime_of(request), principal_of(request), exp_id, data)
+    return {"experiment": experiment_read_json(read)}
 
 
 @get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler", opt=opt(Action.VIEW),
@@ -137,10 +107,7 @@ async def describe_pool(request: AnyRequest, pool_name: str) -> dict[str, Any]:
     pool = rt.settings.pool(pool_name)
     if pool is None:
         raise NotFound(f"pool {pool_name!r} not found")
-    async with rt.sessions() as session:
-        rows = (await session.scalars(select(Instance).where(Instance.pool == pool_name)
-                                      .order_by(Instance.launched_at))).all()
-    return describe_json(rt, pool, list(rows), time.time())
+    return describe_json(rt, pool, await pools_svc.instances_of(rt, pool_name), time.time())
 
 
 ROUTES = [resource_pools, jobs_v2, update_job_queue, patch_experiment, describe_pool]

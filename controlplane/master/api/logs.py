@@ -27,16 +27,18 @@ from litestar import get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
-from sqlalchemy import Select, select
+from sqlalchemy import Select
 
 from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.paging_params import TrialId
 from controlplane.master.authz import Action, opt
-from controlplane.master.db.models import TaskLog, Trial
+from controlplane.master.db.models import TaskLog
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import experiment_reads as reads
+from controlplane.master.services import logs as log_svc
 from controlplane.master.services.logs import (
     NO_NUL,
     PostTaskLogsRequest,
@@ -90,8 +92,7 @@ async def read_page(rt: MasterRuntime, stmt: Select[Any], key: tuple[Any, ...]) 
             cost[0] = shared[0]  # sending it costs about what reading it did: yield as much to others
             return shared[1]
         started = time.monotonic()
-        async with rt.sessions() as session:
-            rows = (await session.execute(stmt.with_only_columns(*TaskLog.__table__.c))).all()
+        rows = await log_svc.read_rows(rt, stmt)
         page = (await anyio.to_thread.run_sync(_lines, rows), len(rows), rows[-1].id) if rows else (b"", 0, None)
         rt.streams.keep_page(key, page, time.monotonic() - started)
         return page
@@ -107,8 +108,7 @@ async def _trial_state(rt: MasterRuntime, trial_id: int) -> str | None:
     hit = states.get(trial_id)
     if hit is not None and now - hit[0] < STATE_TTL_S:
         return hit[1]
-    async with rt.sessions() as session:
-        state = await session.scalar(select(Trial.state).where(Trial.id == trial_id))
+    state = await log_svc.trial_state(rt, trial_id)
     if len(states) > 4096:  # followed trials are few; drop what is stale
         for k in [k for k, (at, _) in states.items() if now - at >= STATE_TTL_S]:
             del states[k]
@@ -142,9 +142,8 @@ async def trial_logs(
     rt = runtime_of(request)
     rank_ids, stdtypes, levels = rank_ids or [], stdtypes or [], levels or []
     _check_filters(rank_ids, stdtypes, levels)
-    async with rt.sessions() as session:
-        if await session.get(Trial, trial_id) is None:
-            raise NotFound(f"trial {trial_id} not found")
+    if not await reads.existing_trials(rt.sessions, [trial_id]):
+        raise NotFound(f"trial {trial_id} not found")
 
     def base_query() -> Select[Any]:
         return trial_log_query(trial_id, rank_ids=rank_ids, stdtypes=stdtypes, levels=levels,

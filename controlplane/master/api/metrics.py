@@ -11,18 +11,15 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import get, post
 from litestar.params import Parameter
-from sqlalchemy import func, select
 
 from controlplane.master.api.auth_guard import principal_of, require_trial, runtime_of
 from controlplane.master.api.paging_params import Cursor, ExperimentId, Limit, Offset, TrialId
 from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt, require_owner
-from controlplane.master.db.models import Experiment, Trial
-from controlplane.master.errors import BadRequest, Conflict, Forbidden, NotFound
+from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
-from controlplane.master.principals import TaskPrincipal
-from controlplane.master.services import fencing
 from controlplane.master.services import metrics as svc
+from controlplane.master.services import trial_reports as reports
 from controlplane.master.services.workloads import WorkloadsPage, trial_workloads
 
 EarlyExitReason = Literal["EXITED_REASON_UNSPECIFIED", "EXITED_REASON_INVALID_HP",
@@ -133,16 +130,14 @@ async def workloads(request: AnyRequest, trial_id: TrialId, limit: Limit = 1000,
 @post("/api/v1/trials/{trial_id:int}/progress", operation_id="ReportTrialProgress", opt=REPORT, tags=["trials"],
       status_code=200)
 async def report_progress(request: AnyRequest, trial_id: TrialId, data: ProgressRequest) -> dict[str, Any]:
-    async with runtime_of(request).sessions.begin() as session:
-        await fencing.update_trial(session, principal_of(request), trial_id, {"progress": data.progress})
+    await reports.set_progress(runtime_of(request), principal_of(request), trial_id, data.progress)
     return {}
 
 
 @post("/api/v1/trials/{trial_id:int}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=REPORT,
       tags=["trials"], status_code=200)
 async def runner_metadata(request: AnyRequest, trial_id: TrialId, data: RunnerMetadataRequest) -> dict[str, Any]:
-    async with runtime_of(request).sessions.begin() as session:
-        await fencing.update_trial(session, principal_of(request), trial_id, {"runner_state": data.state[:64]})
+    await reports.set_runner_state(runtime_of(request), principal_of(request), trial_id, data.state)
     return {}
 
 
@@ -153,31 +148,14 @@ async def early_exit(request: AnyRequest, trial_id: TrialId, data: EarlyExitRequ
     reason = data.reason or (data.early_exit.reason if data.early_exit else None)
     if reason is None:
         raise BadRequest("reason: required")
-    async with runtime_of(request).sessions.begin() as session:
-        await fencing.update_trial(session, principal_of(request), trial_id,
-                                   {"exit_reason": func.coalesce(Trial.exit_reason, reason)})
-        stored = await session.scalar(select(Trial.exit_reason).where(Trial.id == trial_id))
-        if stored != reason:
-            raise Conflict(f"trial {trial_id} already reported early exit {stored}")
+    await reports.early_exit(runtime_of(request), principal_of(request), trial_id, reason)
     return {}
 
 
 @get("/api/v1/experiments/{exp_id:int}/searcher/best_searcher_validation_metric",
      operation_id="GetBestSearcherValidationMetric", opt=opt(Action.VIEW, "body"), tags=["experiments"])
 async def best_validation(request: AnyRequest, exp_id: ExperimentId) -> BestValidationResponse:
-    principal = principal_of(request)
-    async with runtime_of(request).sessions() as session:
-        if isinstance(principal, TaskPrincipal):  # a task reads its own experiment only
-            own = await session.scalar(select(Trial.experiment_id).where(Trial.id == principal.trial_id))
-            if own != exp_id:
-                raise Forbidden(f"this allocation token is not valid for experiment {exp_id}")
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        best = (func.min if exp.searcher.smaller_is_better else func.max)(Trial.searcher_metric_value)
-        value = await session.scalar(select(best).where(Trial.experiment_id == exp_id))
-    if value is None:
-        raise NotFound(f"experiment {exp_id} has no validation metric yet")
+    value = await reports.best_searcher_metric(runtime_of(request), principal_of(request), exp_id)
     return BestValidationResponse(metric=value)
 
 
@@ -186,11 +164,7 @@ async def best_validation(request: AnyRequest, exp_id: ExperimentId) -> BestVali
 async def start_run(request: AnyRequest, data: StartRunRequest) -> StartRunResponse:
     principal = principal_of(request)
     require_trial(principal, data.run_id)
-    async with runtime_of(request).sessions() as session:
-        owner = await session.scalar(select(Experiment.owner_id).join(Trial, Trial.experiment_id == Experiment.id)
-                                     .where(Trial.id == data.run_id))
-    if owner is None:
-        raise NotFound(f"run {data.run_id} not found")
+    owner = await reports.run_owner(runtime_of(request), data.run_id)
     require_owner(principal, Action.TASK_REPORT, owner, f"run {data.run_id}")
     return StartRunResponse()
 
@@ -198,9 +172,7 @@ async def start_run(request: AnyRequest, data: StartRunRequest) -> StartRunRespo
 @get("/api/v1/runs/{run_id:int}/metadata", operation_id="GetRunMetadata", opt=opt(Action.VIEW, "body"), tags=["runs"])
 async def get_run_metadata(request: AnyRequest, run_id: TrialId) -> RunMetadataResponse:
     require_trial(principal_of(request), run_id)
-    async with runtime_of(request).sessions() as session:
-        if await session.get(Trial, run_id) is None:
-            raise NotFound(f"run {run_id} not found")
+    await reports.run_owner(runtime_of(request), run_id)  # NotFound for an unknown run
     return RunMetadataResponse(metadata={})
 
 ROUTES = [report_metrics, report_metrics_batch, report_training, report_validation, get_metrics, workloads,

@@ -16,6 +16,7 @@ from controlplane.master.redaction import redact_config, redact_yaml_text
 from controlplane.master.services.experiment_changes import active_config
 
 if TYPE_CHECKING:
+    from controlplane.master.services.experiment_reads import ExperimentRead
     from controlplane.master.services.models import ModelView, VersionView
     from controlplane.master.services.workspaces import ProjectNames
 
@@ -64,6 +65,11 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         "parentArchived": False,
         "unmanaged": False,
     }
+
+
+def experiment_read_json(read: ExperimentRead, *, original: bool = True) -> dict[str, Any]:
+    """An experiment as ``services/experiment_reads.py`` read it (owner, trials, progress, project)."""
+    return experiment_json(read.exp, read.username, read.trial_ids, read.progress, read.project, original=original)
 
 
 def _searcher_metric(exp_config: dict[str, Any]) -> tuple[str, bool]:

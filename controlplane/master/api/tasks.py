@@ -7,17 +7,14 @@ from typing import Annotated, Any
 
 from litestar import get
 from litestar.params import Parameter
-from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
 from controlplane.master.api.pai import AfterQuery
 from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt, require_owner
-from controlplane.master.db.models import Allocation, Experiment, PaiJob, Trial
-from controlplane.master.errors import NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import commands
-from controlplane.state import allocation as A
+from controlplane.master.services import tasks as tasks_svc
 
 ScalarLimit = Annotated[int, Parameter(ge=1, le=10_000, description="reports per page")]
 
@@ -28,34 +25,21 @@ async def context_directory(request: AnyRequest, task_id: TaskId) -> dict[str, A
     """The task's code: its owner's or an admin's, or its own task token's (READ_OWN, like GetModelDef)."""
     principal = principal_of(request)
     require_task(principal, task_id)
-    async with runtime_of(request).sessions() as session:
-        row = (await session.execute(
-            select(Experiment.model_definition, Experiment.owner_id).join(Trial, Trial.experiment_id == Experiment.id)
-            .where(Trial.task_id == task_id).limit(1))).first()
-        if row is None:  # a command, notebook or OpenPAI task: its job's codeDir
-            row = (await session.execute(
-                select(PaiJob.code, PaiJob.owner_id).join(Allocation, Allocation.pai_job_id == PaiJob.id)
-                .where(Allocation.task_id == task_id).limit(1))).first()
-    if row is None or row[0] is None:
-        raise NotFound(f"task {task_id} not found")
-    require_owner(principal, Action.READ_OWN, row[1], f"task {task_id}")
-    return {"b64Tgz": base64.b64encode(row[0]).decode()}
+    code = await tasks_svc.code_of(runtime_of(request), task_id)
+    require_owner(principal, Action.READ_OWN, code.owner_id, f"task {task_id}")
+    return {"b64Tgz": base64.b64encode(code.archive).decode()}
 
 
 @get("/api/v1/tasks", operation_id="GetTasks", opt=opt(Action.VIEW), tags=["tasks"])
 async def list_tasks(request: AnyRequest) -> dict[str, Any]:
-    async with runtime_of(request).sessions() as session:
-        rows = (await session.execute(
-            select(Allocation.id, Allocation.task_id, Allocation.agent_id, Allocation.slot_ids, Allocation.state)
-            .where(Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
     summary = {
-        alloc_id: {
-            "taskId": task_id, "allocationId": alloc_id, "name": f"Trial task {task_id}",
-            "resourcePool": "", "state": f"STATE_{state}",
-            "resources": [{"containerId": alloc_id, "agentDevices": {agent_id: {"devices": [
-                {"id": s} for s in (slot_ids or [])]}}}],
+        a.allocation_id: {
+            "taskId": a.task_id, "allocationId": a.allocation_id, "name": f"Trial task {a.task_id}",
+            "resourcePool": "", "state": f"STATE_{a.state}",
+            "resources": [{"containerId": a.allocation_id, "agentDevices": {a.agent_id: {"devices": [
+                {"id": s} for s in a.slot_ids]}}}],
         }
-        for alloc_id, task_id, agent_id, slot_ids, state in rows
+        for a in await tasks_svc.live_allocations(runtime_of(request))
     }
     return {"allocationIdToSummary": summary}
 

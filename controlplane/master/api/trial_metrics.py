@@ -20,14 +20,13 @@ from litestar import get
 from litestar.background_tasks import BackgroundTask
 from litestar.params import QueryParameter
 from litestar.response import Stream
-from sqlalchemy import select
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.authz import Action, opt
-from controlplane.master.db.models import Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import experiment_reads as reads
 from controlplane.master.services.metric_reads import TRAINING, VALIDATION, report_pages
 from controlplane.master.stream_slots import take_slot
 
@@ -51,8 +50,7 @@ async def _checked(rt: MasterRuntime, trial_ids: list[int] | None) -> list[int]:
         raise BadRequest(f"trialIds: trial {twice} is named twice")
     if any(not 1 <= i <= 2**31 - 1 for i in ids):
         raise BadRequest("trialIds: each must be a trial id from 1 to 2147483647")
-    async with rt.sessions() as session:
-        known = set((await session.scalars(select(Trial.id).where(Trial.id.in_(ids)))).all())
+    known = await reads.existing_trials(rt.sessions, ids)
     missing = [i for i in ids if i not in known]
     if missing:
         raise NotFound(f"trial {missing[0]} not found")

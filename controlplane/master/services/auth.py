@@ -20,7 +20,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, utcnow
-from controlplane.master.db.models import User, UserSession
+from controlplane.master.db.models import Allocation, Trial, User, UserSession
 from controlplane.master.errors import Unauthenticated
 from controlplane.master.principals import AuthedUser, Role
 from controlplane.master.token_cache import TokenCaches, token_hash
@@ -94,6 +94,16 @@ async def user_for_token(session: AsyncSession, token: str) -> AuthedUser | None
     if not user.active or expires is None or expires < utcnow():
         return None
     return AuthedUser(user.id, user.username, Role(user.role))
+
+
+async def task_token_row(session: AsyncSession, key: str) -> tuple[str, str, int | None, str, int | None] | None:
+    """For an allocation token's hash: (allocation id, task id, trial id, allocation state, the
+    trial's current run id), None for no such token."""
+    row = (await session.execute(
+        select(Allocation.id, Allocation.task_id, Allocation.trial_id, Allocation.state, Trial.run_id)
+        .outerjoin(Trial, Trial.id == Allocation.trial_id)
+        .where(Allocation.token_hash == key))).first()
+    return None if row is None else (row[0], row[1], row[2], row[3], row[4])
 
 
 async def logout(session: AsyncSession, token: str) -> None:

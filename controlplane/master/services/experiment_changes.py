@@ -27,6 +27,8 @@ from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.orchestration import user_requests
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
+from controlplane.master.services import experiment_reads, jobs
+from controlplane.master.services.experiment_requests import PatchExperimentRequest
 from controlplane.master.services.experiments import prepare
 from controlplane.master.services.fields import Id
 from controlplane.state import experiment as E
@@ -62,6 +64,37 @@ async def _owned(rt: MasterRuntime, principal: Principal, exp_id: int) -> Experi
         raise NotFound(f"experiment {exp_id} not found")
     require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
     return exp
+
+
+async def patch(rt: MasterRuntime, principal: Principal, exp_id: int,
+                body: PatchExperimentRequest) -> experiment_reads.ExperimentRead:
+    """Determined's PatchExperiment: name, description, notes, labels, the job's priority, weight
+    and max slots, the checkpoint GC policy; by the owner or an admin. Returns it as changed."""
+    patch = body.patch()
+    async with rt.orchestrator.transaction() as session:
+        exp = await session.get(Experiment, exp_id)
+        if exp is None:
+            raise NotFound(f"experiment {exp_id} not found")
+        require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
+        for key in ("name", "description", "notes"):
+            if getattr(patch, key) is not None:
+                setattr(exp, key, getattr(patch, key))
+        if patch.labels is not None:
+            exp.labels = list(dict.fromkeys(patch.labels))
+        resources = patch.resources
+        if resources is not None:
+            if resources.priority is not None:
+                exp.priority = jobs.check_priority(rt, exp.resource_pool, resources.priority, "resources.priority")
+            if resources.weight is not None:
+                exp.weight = jobs.check_weight(rt, exp.resource_pool, resources.weight, "resources.weight")
+            if resources.max_slots is not msgspec.UNSET:
+                exp.max_slots = jobs.check_max_slots(resources.max_slots, "resources.maxSlots")
+        if patch.checkpoint_storage is not None:
+            exp.config = jobs.with_gc_policy(exp.config, patch.checkpoint_storage)
+        await session.flush()
+        read = await experiment_reads.experiment(session, exp_id)
+    rt.orchestrator.wake()
+    return read
 
 
 async def set_archived(rt: MasterRuntime, principal: Principal, exp_id: int, archived: bool) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import defer
 
 from controlplane.master.db.models import Experiment, Metric, Trial, User
@@ -100,6 +100,12 @@ async def trial(session: AsyncSession, trial_id: int) -> tuple[Trial, Experiment
     exp = await session.get(Experiment, found.experiment_id)
     assert exp is not None  # a trial's experiment row exists (foreign key)
     return found, exp
+
+
+async def existing_trials(sessions: async_sessionmaker[Any], trial_ids: Sequence[int]) -> set[int]:
+    """Which of ``trial_ids`` are trials."""
+    async with sessions() as session:
+        return set((await session.scalars(select(Trial.id).where(Trial.id.in_(trial_ids)))).all())
 
 
 async def validation_summaries(session: AsyncSession, trial_ids: list[int]

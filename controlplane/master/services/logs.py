@@ -196,3 +196,15 @@ def format_message(row: TaskLog) -> str:
         rank = f"[rank={row.rank_id}] "
     level = (row.level or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
     return f"[{stamp}] {container} {rank}|| {level}: {text}"
+
+
+async def read_rows(rt: MasterRuntime, stmt: Select[Any]) -> Sequence[Any]:
+    """The log rows ``stmt`` (a ``trial_log_query``) selects, as plain rows of every column."""
+    async with rt.sessions() as session:
+        return (await session.execute(stmt.with_only_columns(*TaskLog.__table__.c))).all()
+
+
+async def trial_state(rt: MasterRuntime, trial_id: int) -> str | None:
+    """The trial's state now; None for no such trial."""
+    async with rt.sessions() as session:
+        return await session.scalar(select(Trial.state).where(Trial.id == trial_id))

@@ -11,9 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from sqlalchemy import select
 
 from controlplane.master.autoscaling.service import scaling_of
+from controlplane.master.db.models import Instance
 from controlplane.master.pools import PoolConfig
+from controlplane.master.runtime import MasterRuntime
 from controlplane.master.settings import MasterSettings
 
 SCHEDULER_TYPES = {"priority": "SCHEDULER_TYPE_PRIORITY", "fair_share": "SCHEDULER_TYPE_FAIR_SHARE"}
@@ -116,3 +119,10 @@ def pool_json(settings: MasterSettings, pool: PoolConfig, use: PoolUse) -> V1Res
         location=str(location), image_id=str(provider.get("image_id") or provider.get("source_image") or ""),
         aux_container_capacity_per_agent=policy.max_zero_slot_per_agent, cluster_name=settings.cluster_name,
         resource_manager_metadata={}, max_aux_containers_per_agent=policy.max_zero_slot_per_agent, provider=kind)
+
+
+async def instances_of(rt: MasterRuntime, pool_name: str) -> list[Instance]:
+    """The pool's cloud instances, oldest launch first (bounded by its max_instances and history kept)."""
+    async with rt.sessions() as session:
+        return list((await session.scalars(select(Instance).where(Instance.pool == pool_name)
+                                           .order_by(Instance.launched_at))).all())
