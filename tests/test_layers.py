@@ -159,3 +159,27 @@ def test_a_wrong_import_is_caught(tmp_path):
         assert circles(files) == [["controlplane.master.orchestration.gang", "controlplane.master.services.jobs"]]
     finally:
         ROOT = saved
+
+
+# What builds SQL: the query constructors of sqlalchemy (types such as Select and AsyncSession are fine).
+SQL_BUILDERS = frozenset({"select", "update", "insert", "delete", "func", "and_", "or_", "case", "text", "exists"})
+
+
+def sql_builders_in(path: Path) -> list[str]:
+    """The SQL constructors ``path`` imports from sqlalchemy."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
+            found += [a.name for a in node.names if a.name in SQL_BUILDERS]
+    return found
+
+
+def test_api_handlers_build_no_sql_services_do():
+    api = ROOT / "controlplane" / "master" / "api"
+    assert {p.name: sql_builders_in(p) for p in sorted(api.glob("*.py")) if sql_builders_in(p)} == {}
+
+
+def test_a_handler_building_sql_is_caught(tmp_path):
+    handler = tmp_path / "handler.py"
+    handler.write_text("from sqlalchemy import Select, func, select\n")
+    assert sql_builders_in(handler) == ["func", "select"]
