@@ -21,6 +21,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from controlplane.common.processes import pid_exists
+
 log = logging.getLogger(__name__)
 
 NETNS_DIR = Path("/run/netns")
@@ -122,21 +124,11 @@ def remove_stale() -> list[str]:
     with contextlib.suppress(FileNotFoundError):
         for entry in os.listdir(NETNS_DIR):
             match = _NAME.match(entry)
-            if match is None or _alive(int(match.group(1))):
+            if match is None or pid_exists(int(match.group(1))):
                 continue
             subprocess.run(["ip", "netns", "delete", entry], capture_output=True, check=False)
             removed.append(entry)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _die_with_parent() -> None:

@@ -17,6 +17,8 @@ import os
 import secrets
 from pathlib import Path
 
+from controlplane.common.processes import pid_exists
+
 CLUSTER_ENV = "DET_LOCAL_CLUSTER_ID"
 CLUSTER_ID_FILE = "local-cluster-id"
 
@@ -31,12 +33,8 @@ def _stat_fields(pid: int) -> list[str] | None:
 
 def pid_alive(pid: int) -> bool:
     """Alive and not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_exists(pid):
         return False
-    except PermissionError:
-        return True
     fields = _stat_fields(pid)
     return fields is None or fields[0] not in ("Z", "X")
 
