@@ -98,10 +98,9 @@ class _Network:
 class TaskNetworks:
     """The namespaces of this agent's tasks, made on a task's start and removed with its last."""
 
-    def __init__(self, addresses: list[str], *, outbound: bool) -> None:
+    def __init__(self, addresses: list[str]) -> None:
         self._addresses = [a for a in addresses if not a.startswith("127.")]
         self._local = set(addresses)
-        self._outbound = outbound
         self._host_fd = netns.host_namespace_fd()
         self._networks: dict[str, _Network] = {}
         self._member_of: dict[str, str] = {}
@@ -109,10 +108,6 @@ class TaskNetworks:
         self._lock = asyncio.Lock()
         for name in netns.remove_stale():
             log.info("removed network namespace %s of an agent that is gone", name)
-
-    @property
-    def outbound(self) -> bool:
-        return self._outbound
 
     def plan(self, msg: StartTask, master_url: str, env: dict[str, str]) -> NetworkPlan | None:
         return plan(msg, master_url, env, self._local)
@@ -131,8 +126,9 @@ class TaskNetworks:
                 for host, port in wanted.upstreams:
                     if (host, port) not in net.upstreams:
                         net.upstreams[(host, port)] = await self._relay_in(net, host, port)
-                net.forwards[allocation_id] = [await self._forward(net, wanted.address, port)
-                                               for port in wanted.served]
+                forwards = net.forwards.setdefault(allocation_id, [])
+                for port in wanted.served:  # each kept as made: a later failure closes it with the rest
+                    forwards.append(await self._forward(net, wanted.address, port))
             except BaseException:
                 await self._leave_locked(allocation_id)
                 raise
@@ -152,32 +148,28 @@ class TaskNetworks:
         name = f"det-{os.getpid()}-{next(self._names)}"
         fd = await netns.create(name, self._addresses)
         net = _Network(name, fd)
-        if self._outbound:
-            try:
-                net.outbound = await netns.start_outbound(name)
-            except BaseException:
-                await self._remove(net)
-                raise
+        try:
+            net.outbound = await netns.start_outbound(name)
+        except BaseException:
+            await self._remove(net)
+            raise
         return net
 
     async def _leave_locked(self, allocation_id: str) -> None:
         group = self._member_of.pop(allocation_id, None)
         net = self._networks.get(group) if group is not None else None
-        if net is None:
+        if group is None or net is None:
             return
         net.members.discard(allocation_id)
         for relay in net.forwards.pop(allocation_id, []):
             await relay.close()
         if not net.members:
-            del self._networks[group]  # type: ignore[arg-type]
+            del self._networks[group]
             await self._remove(net)
 
     async def _remove(self, net: _Network) -> None:
         for relay in net.upstreams.values():
             await relay.close()
-        for relays in net.forwards.values():
-            for relay in relays:
-                await relay.close()
         if net.outbound is not None:
             await netns.stop_outbound(net.outbound)
         with contextlib.suppress(OSError):
@@ -220,8 +212,7 @@ def task_networks(mode: str, addresses: list[str]) -> TaskNetworks | None:
         log.warning("--task-network host: tasks share this host's network and can reach each other's ports")
         return None
     why = netns.available()
-    outbound = why is None and netns.slirp_path() is not None
-    if why is None and not outbound:
+    if why is None and netns.slirp_path() is None:
         why = "slirp4netns is not installed (apt-get install slirp4netns)"
     if why is not None:
         if mode == "isolated":
@@ -230,4 +221,4 @@ def task_networks(mode: str, addresses: list[str]) -> TaskNetworks | None:
                     "their servers still demand the task's secret or key", why)
         return None
     log.info("each job's tasks run in a network of their own, reaching out through slirp4netns")
-    return TaskNetworks(addresses, outbound=outbound)
+    return TaskNetworks(addresses)

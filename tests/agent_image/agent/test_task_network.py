@@ -130,3 +130,22 @@ def test_only_this_hosts_endpoints_are_relayed_and_only_for_a_named_network() ->
     assert got.address == "10.0.0.5" and got.served == (2, 3)
     # the master and the storage endpoints on this host; the remote one goes out through slirp4netns
     assert got.upstreams == (("10.0.0.5", 8080), ("127.0.0.1", 9000), ("127.0.0.1", 4443))
+
+
+@needs_isolation
+async def test_a_task_whose_port_is_taken_on_the_host_leaves_no_forward_or_namespace_behind() -> None:
+    from agent_image.agent.task_network import NetworkPlan, TaskNetworks
+
+    nets = TaskNetworks(["127.0.0.1"])
+    free, taken = free_port(), socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        wanted = NetworkPlan("job-c", "127.0.0.1", (), (free, taken.getsockname()[1]))
+        with pytest.raises(OSError, match="cannot forward"):
+            await nets.join("carol", wanted)
+        assert _from_host(free) == "ConnectionRefusedError"  # the forward made first was closed
+        assert not _namespaces_of(os.getpid())
+    finally:
+        taken.close()
+        await nets.close()
