@@ -25,10 +25,11 @@ from controlplane.master.api.serializers import (
     pagination,
     trial_json,
 )
-from controlplane.master.authz import Action, opt, require_owner
+from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
+from controlplane.master.services import experiment_changes as changes
 from controlplane.master.services import experiment_reads as reads
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
@@ -118,10 +119,7 @@ async def get_trial(request: AnyRequest, trial_id: TrialId) -> dict[str, Any]:
 
 async def owned_experiment(request: AnyRequest, exp_id: int, action: Action) -> Experiment:
     """The experiment, if the caller may ``action`` it (its owner or an admin), else 404/403."""
-    async with runtime_of(request).sessions() as session:
-        exp = await reads.owned(session, exp_id)
-    require_owner(principal_of(request), action, exp.owner_id, f"experiment {exp_id}")
-    return exp
+    return await changes.owned(runtime_of(request), principal_of(request), exp_id, action)
 
 
 def _action(name: str, operation_id: str, method_name: str) -> HTTPRouteHandler:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 import msgspec
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.config.errors import ConfigError
 from controlplane.config.limits import Limits
@@ -23,7 +24,7 @@ from controlplane.config.yaml_io import load_yaml
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.db.models import Experiment
-from controlplane.master.errors import BadRequest, Conflict, NotFound
+from controlplane.master.errors import BadRequest, Conflict
 from controlplane.master.orchestration import user_requests
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
@@ -57,13 +58,18 @@ def active_config(exp: Experiment) -> dict[str, Any]:
     return {**exp.config, "resources": resources}
 
 
-async def _owned(rt: MasterRuntime, principal: Principal, exp_id: int) -> Experiment:
-    async with rt.sessions() as session:
-        exp = await session.get(Experiment, exp_id)
-    if exp is None:
-        raise NotFound(f"experiment {exp_id} not found")
-    require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
+async def owned_in(session: AsyncSession, principal: Principal, exp_id: int,
+                   action: Action = Action.EDIT) -> Experiment:
+    """The experiment, if ``principal`` may ``action`` it (its owner or an admin); else NotFound or Forbidden."""
+    exp = await experiment_reads.experiment_row(session, exp_id)
+    require_owner(principal, action, exp.owner_id, f"experiment {exp_id}")
     return exp
+
+
+async def owned(rt: MasterRuntime, principal: Principal, exp_id: int, action: Action = Action.EDIT) -> Experiment:
+    """``owned_in`` in a session of its own."""
+    async with rt.sessions() as session:
+        return await owned_in(session, principal, exp_id, action)
 
 
 async def patch(rt: MasterRuntime, principal: Principal, exp_id: int,
@@ -72,10 +78,7 @@ async def patch(rt: MasterRuntime, principal: Principal, exp_id: int,
     and max slots, the checkpoint GC policy; by the owner or an admin. Returns it as changed."""
     patch = body.patch()
     async with rt.orchestrator.transaction() as session:
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
+        exp = await owned_in(session, principal, exp_id)
         for key in ("name", "description", "notes"):
             if getattr(patch, key) is not None:
                 setattr(exp, key, getattr(patch, key))
@@ -101,10 +104,7 @@ async def set_archived(rt: MasterRuntime, principal: Principal, exp_id: int, arc
     """Determined's rules: only an ended experiment is archived; archiving twice (or unarchiving
     what is not archived) is a 409 saying so."""
     async with rt.sessions.begin() as session:
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
+        exp = await owned_in(session, principal, exp_id)
         if exp.archived == archived:
             raise Conflict(f"archived: experiment {exp_id} is {'already' if archived else 'not'} archived")
         if archived and exp.state not in user_requests.ENDED:
@@ -118,10 +118,7 @@ async def change_label(rt: MasterRuntime, principal: Principal, exp_id: int, lab
     if not label or "\x00" in label or len(label) > 255:
         raise BadRequest("label: must be 1 to 255 characters, without NUL")
     async with rt.sessions.begin() as session:
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
-        require_owner(principal, Action.EDIT, exp.owner_id, f"experiment {exp_id}")
+        exp = await owned_in(session, principal, exp_id)
         labels = list(exp.labels or [])
         if add and label not in labels:
             if len(labels) >= MAX_LABELS:
@@ -157,7 +154,7 @@ def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | N
 
 
 async def continue_experiment(rt: MasterRuntime, user: AuthedUser, data: ContinueExperimentRequest) -> None:
-    exp = await _owned(rt, user, data.id)
+    exp = await owned(rt, user, data.id)
     user_requests.check_continuable(exp)
     config = await anyio.to_thread.run_sync(_continued_config, rt, exp, data.override_config)
     await user_requests.continue_experiment(rt.orchestrator, user, data.id, config, user.username)

@@ -41,8 +41,8 @@ class Validation:
     at: datetime | None
 
 
-async def owned(session: AsyncSession, exp_id: int) -> Experiment:
-    """The experiment row (its owner decides who may change it), or NotFound."""
+async def experiment_row(session: AsyncSession, exp_id: int) -> Experiment:
+    """The experiment row, or NotFound naming it."""
     exp = await session.get(Experiment, exp_id)
     if exp is None:
         raise NotFound(f"experiment {exp_id} not found")
@@ -50,7 +50,7 @@ async def owned(session: AsyncSession, exp_id: int) -> Experiment:
 
 
 async def experiment(session: AsyncSession, exp_id: int) -> ExperimentRead:
-    exp = await owned(session, exp_id)
+    exp = await experiment_row(session, exp_id)
     username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
     trial_ids = list((await session.scalars(
         select(Trial.id).where(Trial.experiment_id == exp_id).order_by(Trial.id))).all())
@@ -86,7 +86,7 @@ async def experiments_page(session: AsyncSession, *, offset: int, limit: int, ar
 async def trials_page(session: AsyncSession, exp_id: int, *, offset: int,
                       limit: int) -> tuple[Experiment, list[Trial], int]:
     """The experiment, a page of its trials by id, and how many it has."""
-    exp = await owned(session, exp_id)
+    exp = await experiment_row(session, exp_id)
     q = select(Trial).where(Trial.experiment_id == exp_id).order_by(Trial.id)
     total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
     trials = list((await session.scalars(q.offset(offset).limit(limit))).all())

@@ -10,7 +10,7 @@ from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import Conflict, Forbidden, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import fencing
+from controlplane.master.services import experiment_reads, fencing
 
 
 async def set_progress(rt: MasterRuntime, principal: Principal, trial_id: int, progress: float) -> None:
@@ -40,9 +40,7 @@ async def best_searcher_metric(rt: MasterRuntime, principal: Principal, exp_id: 
             own = await session.scalar(select(Trial.experiment_id).where(Trial.id == principal.trial_id))
             if own != exp_id:
                 raise Forbidden(f"this allocation token is not valid for experiment {exp_id}")
-        exp = await session.get(Experiment, exp_id)
-        if exp is None:
-            raise NotFound(f"experiment {exp_id} not found")
+        exp = await experiment_reads.experiment_row(session, exp_id)
         best = (func.min if exp.searcher.smaller_is_better else func.max)(Trial.searcher_metric_value)
         value = await session.scalar(select(best).where(Trial.experiment_id == exp_id))
     if value is None:
