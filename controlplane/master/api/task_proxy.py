@@ -343,17 +343,17 @@ def _cookie_path(segment: str) -> str:
 
 async def _redeem(request: AnyRequest, task_id: str, ticket: str) -> Response[Any]:
     """A ticket from the master's link: the proxy cookie, and the same URL without the ticket."""
-    token = runtime_of(request).proxy.redeem_ticket(ticket, task_id)
+    rt = runtime_of(request)
+    token = rt.proxy.redeem_ticket(ticket, task_id)
     if token is None:
         raise Unauthenticated(f"the link to task {task_id} has expired or was used already: open it from the "
                               "master again")
     user = await user_for(request, token)
-    target = await runtime_of(request).proxy.resolve(runtime_of(request).sessions, task_id)
+    target = await rt.proxy.resolve(rt.sessions, task_id)
     require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     segment, rest = split_path(request.scope, task_id)
     query = _query(request.scope, TICKET_PARAM)
-    cookie = Cookie(key=PROXY_COOKIE, value=runtime_of(request).proxy.new_session(token, task_id),
-                    path=_cookie_path(segment),
+    cookie = Cookie(key=PROXY_COOKIE, value=rt.proxy.new_session(token, task_id), path=_cookie_path(segment),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return Redirect(f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else ""), status_code=303,
                     headers=NO_REFERRER, cookies=[cookie])
