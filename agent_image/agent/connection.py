@@ -141,6 +141,7 @@ class Connection:
         addresses: list[str],
         outbox: Outbox,
         runner: TaskRunner,
+        overlay_port: int = 0,
     ) -> None:
         self._ws_url = ws_url
         self._token = join_token
@@ -148,6 +149,7 @@ class Connection:
         self._pool = pool
         self._slots = slots
         self._addresses = addresses
+        self._overlay_port = overlay_port
         self._outbox = outbox
         self._runner = runner
         self._backoff = Backoff()
@@ -261,6 +263,7 @@ class Connection:
             addresses=self._addresses,
             running=running,
             environments=self._runner.environment_names(),
+            overlay_port=self._overlay_port,
         )
         await ws.send(encode(reg).decode())
         while True:

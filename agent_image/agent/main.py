@@ -37,8 +37,9 @@ async def run_agent(cfg: AgentConfig) -> int:
     environments = await asyncio.to_thread(load_environments, cfg.environments)  # refuses a broken one
     log.info("agent %s offers environments: %s", cfg.agent_id, ", ".join(environments))
     sandbox = await asyncio.to_thread(task_sandbox, cfg)  # refuses to start without one (unless opted out)
-    addresses = local_addresses()
+    addresses = local_addresses(cfg.master_url)
     networks = task_networks(cfg.task_network, addresses) if sandbox is not None else None
+    overlay_port = await networks.start() if networks is not None else 0
     outbox = Outbox()
     conn: Connection | None = None
     runner = TaskRunner(
@@ -62,6 +63,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         addresses=addresses,
         outbox=outbox,
         runner=runner,
+        overlay_port=overlay_port,
     )
 
     loop = asyncio.get_running_loop()

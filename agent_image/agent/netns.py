@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 from pathlib import Path
 
@@ -108,6 +110,32 @@ async def create(name: str, addresses: list[str]) -> int:
     except BaseException:
         await delete(name)
         raise
+
+
+TUNSETIFF = 0x400454CA
+IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
+
+
+async def add_tun(name: str, ns_fd: int, host_fd: int, device: str, address: str, prefix: int, mtu: int) -> int:
+    """A tun device ``device`` in namespace ``name`` (``ns_fd``) at ``address``/``prefix``, up;
+    returns its fd (non-blocking; the caller closes it, which removes the device)."""
+    setns(ns_fd)  # a tun device is made in the namespace of the thread that asks for it
+    try:
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", device.encode(), IFF_TUN | IFF_NO_PI))
+        except OSError as exc:
+            os.close(fd)
+            raise NetnsError(f"cannot make {device} in {name}: {exc.strerror}") from None
+    finally:
+        setns(host_fd)
+    try:
+        await _ip("-n", name, "addr", "add", f"{address}/{prefix}", "dev", device)
+        await _ip("-n", name, "link", "set", device, "mtu", str(mtu), "up")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 async def delete(name: str) -> None:

@@ -16,8 +16,10 @@ on this agent; the tasks of one network share one namespace (``netns.py``). Insi
   secret or key;
 - a route out through slirp4netns, without this host's loopback.
 
-A gang or job spread over several agents runs on the host's network, as Determined's multi-agent
-trials do (``StartTask.network`` is empty): its ranks' collectives open ports no relay knows.
+A gang or job spread over several agents has a namespace on each, joined by the agents into one
+network (``StartTask.overlay``, ``overlay.py``): its tasks reach each other at their addresses there,
+on every port, since collectives open ports no relay knows ahead. It runs on the host's network only
+when one of its agents does (``--task-network host``, or no namespaces to be had).
 """
 
 from __future__ import annotations
@@ -32,15 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from controlplane.wire.agent_protocol import StartTask
+from controlplane.wire.agent_protocol import Overlay, StartTask
 
-from . import netns
+from . import netns, overlay
 from .tcp_relay import Relay, listening_socket, open_with
 
 log = logging.getLogger(__name__)
 
 # Where a task's tools find the endpoints it must reach (besides the master and the storage config).
 ENDPOINT_VARIABLES = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+_NAMES = itertools.count(1)  # of this process's namespaces (det-<pid>-<n>), whichever TaskNetworks made them
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,15 @@ class NetworkPlan:
     """What one task's network needs (pure: built from its StartTask)."""
 
     group: str  # the namespace it shares with its job's or gang's other tasks here
-    address: str  # where its servers listen inside (this host's address, as the master told it)
+    address: str  # where its servers listen inside (this host's address, or its address in an overlay)
     upstreams: tuple[tuple[str, int], ...]  # this host's endpoints relayed in at the same address
-    served: tuple[int, ...]  # ports forwarded from ``address`` on the host into the namespace
+    served: tuple[int, ...]  # ports forwarded from ``host_address`` on the host to ``address`` inside
+    host_address: str = ""  # where the master reaches this host ("": ``address``)
+    overlay: Overlay | None = None  # the network spans agents
+
+    @property
+    def listen_address(self) -> str:
+        return self.host_address or self.address
 
 
 def _endpoint(url: str) -> tuple[str, int] | None:
@@ -76,13 +85,19 @@ def plan(msg: StartTask, master_url: str, env: dict[str, str], local: set[str]) 
     if not msg.network:
         return None
     address = msg.container_addrs[msg.rank] if msg.rank < len(msg.container_addrs) else "127.0.0.1"
+    spread, host_address = msg.overlay, ""
+    if spread is not None:
+        if not 0 <= spread.index < len(spread.members):
+            return None
+        address, host_address = spread.members[spread.index].address, spread.members[spread.index].host
     urls = [master_url, _storage_endpoint(msg.trial_info), *(env.get(v, "") for v in ENDPOINT_VARIABLES)]
     upstreams = []
     for url in urls:
         found = _endpoint(url) if url else None
         if found is not None and (found[0].startswith("127.") or found[0] in local) and found not in upstreams:
             upstreams.append(found)
-    return NetworkPlan(msg.network, address, tuple(upstreams), tuple(sorted(set(msg.served_ports))))
+    return NetworkPlan(msg.network, address, tuple(upstreams), tuple(sorted(set(msg.served_ports))),
+                       host_address, spread)
 
 
 @dataclass
@@ -90,6 +105,8 @@ class _Network:
     name: str
     fd: int
     outbound: asyncio.subprocess.Process | None = None
+    tun_fd: int | None = None  # its device in a network that spans agents
+    spread: str = ""  # that network's name (the same on every agent of it)
     members: set[str] = field(default_factory=set)
     upstreams: dict[tuple[str, int], Relay] = field(default_factory=dict)
     forwards: dict[str, list[Relay]] = field(default_factory=dict)  # per allocation
@@ -104,10 +121,14 @@ class TaskNetworks:
         self._host_fd = netns.host_namespace_fd()
         self._networks: dict[str, _Network] = {}
         self._member_of: dict[str, str] = {}
-        self._names = itertools.count(1)
         self._lock = asyncio.Lock()
+        self._switch = overlay.OverlaySwitch()
         for name in netns.remove_stale():
             log.info("removed network namespace %s of an agent that is gone", name)
+
+    async def start(self) -> int:
+        """Opens the port where other agents send this one the packets of spread networks."""
+        return await self._switch.start()
 
     def plan(self, msg: StartTask, master_url: str, env: dict[str, str]) -> NetworkPlan | None:
         return plan(msg, master_url, env, self._local)
@@ -123,12 +144,17 @@ class TaskNetworks:
             net.members.add(allocation_id)
             self._member_of[allocation_id] = wanted.group
             try:
+                if wanted.overlay is not None and net.tun_fd is None:
+                    net.tun_fd = await netns.add_tun(net.name, net.fd, self._host_fd, overlay.DEVICE, wanted.address,
+                                                     overlay.PREFIX_LENGTH, overlay.device_mtu(wanted.overlay))
+                    self._switch.attach(wanted.group, net.tun_fd, wanted.overlay)
+                    net.spread = wanted.group
                 for host, port in wanted.upstreams:
                     if (host, port) not in net.upstreams:
                         net.upstreams[(host, port)] = await self._relay_in(net, host, port)
                 forwards = net.forwards.setdefault(allocation_id, [])
                 for port in wanted.served:  # each kept as made: a later failure closes it with the rest
-                    forwards.append(await self._forward(net, wanted.address, port))
+                    forwards.append(await self._forward(net, wanted.listen_address, wanted.address, port))
             except BaseException:
                 await self._leave_locked(allocation_id)
                 raise
@@ -142,10 +168,11 @@ class TaskNetworks:
         async with self._lock:
             for allocation_id in list(self._member_of):
                 await self._leave_locked(allocation_id)
+            self._switch.close()
 
     # -- internals -------------------------------------------------------------------------------
     async def _make(self) -> _Network:
-        name = f"det-{os.getpid()}-{next(self._names)}"
+        name = f"det-{os.getpid()}-{next(_NAMES)}"
         fd = await netns.create(name, self._addresses)
         net = _Network(name, fd)
         try:
@@ -170,6 +197,10 @@ class TaskNetworks:
     async def _remove(self, net: _Network) -> None:
         for relay in net.upstreams.values():
             await relay.close()
+        if net.tun_fd is not None:
+            self._switch.detach(net.spread)
+            with contextlib.suppress(OSError):
+                os.close(net.tun_fd)
         if net.outbound is not None:
             await netns.stop_outbound(net.outbound)
         with contextlib.suppress(OSError):
@@ -190,17 +221,17 @@ class TaskNetworks:
         await relay.start()
         return relay
 
-    async def _forward(self, net: _Network, address: str, port: int) -> Relay:
-        """On the host at (address, port), into the namespace at the same."""
+    async def _forward(self, net: _Network, on_host: str, inside: str, port: int) -> Relay:
+        """On the host at (on_host, port), into the namespace at (inside, port)."""
         try:
-            listener = listening_socket(socket.socket(socket.AF_INET, socket.SOCK_STREAM), address, port)
+            listener = listening_socket(socket.socket(socket.AF_INET, socket.SOCK_STREAM), on_host, port)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot forward {address}:{port} to the task: {exc.strerror}") from None
+            raise OSError(exc.errno, f"cannot forward {on_host}:{port} to the task: {exc.strerror}") from None
 
         async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-            return await open_with(self._inside(net), address, port)
+            return await open_with(self._inside(net), inside, port)
 
-        relay = Relay(listener, connect, f"{net.name}: from {address}:{port}")
+        relay = Relay(listener, connect, f"{net.name}: from {on_host}:{port}")
         await relay.start()
         return relay
 

@@ -35,6 +35,7 @@ from controlplane.wire.agent_protocol import (
     TaskStarted,
 )
 
+from . import overlay
 from .context_cache import ContextCache
 from .disk_quota import enforce, format_size
 from .environments import TaskEnvironment, default_environment
@@ -296,6 +297,8 @@ class TaskRunner:
         preexec: Callable[[], None] = _sandboxed_preexec
         network = self._networks.plan(msg, self._master_url, env) if self._networks is not None else None
         if network is not None and self._networks is not None:
+            if network.overlay is not None:
+                env.update(overlay.TASK_ENV)
             ns_fd = await self._networks.join(msg.allocation_id, network)
             mounts = [*mounts, *self._resolv_mount(task_dir)]
             preexec = functools.partial(_sandboxed_in_network, ns_fd)

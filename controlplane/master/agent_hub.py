@@ -28,6 +28,7 @@ class AgentConnection:
     # Allocations the agent said it still ran when it (re)registered.
     running_at_register: frozenset[str] = frozenset()
     address: str = "127.0.0.1"  # where other ranks of a gang reach this agent
+    overlay_port: int = 0  # Register.overlay_port: 0 when its tasks run on its host's network
     # Task environments it offers (Register.environments): what environment.image may name.
     environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)
 
@@ -35,6 +36,10 @@ class AgentConnection:
     def slot_type(self) -> str:
         """Its slots' device type (CPU for an agent without slots): picks from an image map."""
         return self.slots[0].type if self.slots else "cpu"
+
+    @property
+    def overlay_endpoint(self) -> tuple[str, int]:
+        return self.address, self.overlay_port
 
     def send(self, msg: wire.MasterMessage) -> None:
         self.outbox.put_nowait(msg)

@@ -49,6 +49,9 @@ class Register(msgspec.Struct, tag="register", tag_field="type"):
     protocol: int = PROTOCOL_VERSION
     # Task environments it offers (environment.image names); "default" is its own interpreter.
     environments: list[str] = msgspec.field(default_factory=lambda: [DEFAULT_ENVIRONMENT])
+    # The UDP port where it takes the packets of task networks that span agents (StartTask.overlay)
+    # from other agents; 0: its tasks run on the host's network, so a gang with it does too.
+    overlay_port: int = 0
 
 
 class Registered(msgspec.Struct, tag="registered", tag_field="type"):
@@ -58,6 +61,24 @@ class Registered(msgspec.Struct, tag="registered", tag_field="type"):
     # agent_reconnect_wait: after this long away the master re-queues the agent's work, so an
     # agent that cannot reach it for that long kills its tasks (0: the master did not say).
     reconnect_wait_s: float = 0.0
+
+
+class OverlayMember(msgspec.Struct, frozen=True):
+    """One agent of a task network that spans agents."""
+
+    address: str  # its tasks' address in the network: what the other members' tasks dial
+    host: str  # the agent's host address, as the master reaches it
+    port: int  # the agent's Register.overlay_port
+
+
+class Overlay(msgspec.Struct, frozen=True):
+    """A task network over several agents (agent_image/agent/overlay.py): each agent's tasks of the
+    network share a namespace there with ``members[index].address``, and the agents carry the
+    packets between them, each signed with ``key``."""
+
+    key: str  # hex, made per network by the master; travels only in StartTask
+    members: list[OverlayMember]
+    index: int  # this agent's entry
 
 
 class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
@@ -103,8 +124,10 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     readable_checkpoints: list[str] = []
     # The network the task runs in: the tasks naming one network on an agent share a namespace of
     # their own there (agent_image/agent/task_network.py); "" for the host's (a gang or job spread
-    # over several agents, as Determined runs multi-agent trials).
+    # over agents of which one runs tasks on its host network, as Determined runs multi-agent trials).
     network: str = ""
+    # For a network spread over several agents: how its members reach each other.
+    overlay: Overlay | None = None
     # The ports of the task's servers (a notebook's, a shell's SSH server) that the agent forwards
     # from the task's address on the host into that network: how the proxy and SSH clients reach them.
     served_ports: list[int] = []

@@ -1,6 +1,7 @@
 """Launchers on a real cluster: a 4-rank gloo all-reduce over two 2-slot agents through
-launchers.torch_distributed (a plain script), one worker's lines with `det trial logs --rank`,
-and a failing rank that stops the whole gang across agents."""
+launchers.torch_distributed (a plain script), in the gang's own network across the agents, one
+worker's lines with `det trial logs --rank`, and a failing rank that stops the whole gang across
+agents."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def test_four_ranks_all_reduce_over_two_agents(local_cluster, tmp_path):
         assert prefix == rank and int(group) == int(rank) // 2 and int(local) == int(rank) % 2
     assert len({f[4] for f in found}) == 2, "the ranks ran on both agents"
     assert len({(f[5], f[6], f[7]) for f in found}) == 1, "every rank was told the same chief and ports"
+    # the agents make task networks (scripts/setup.sh installs what they need): the gang's ranks
+    # reach each other in one of their own, not on the hosts' network
+    assert found[0][5].startswith("100.96."), found[0][5]
 
     only = cluster.det("trial", "logs", str(trial_id), "--rank", "3").stdout
     assert "all-reduce rank 3 of 4" in only

@@ -119,16 +119,17 @@ def test_the_guides_ps_and_worker_job_succeeds_when_both_workers_do(local_cluste
     assert states == {"worker": ["SUCCEEDED", "SUCCEEDED"], "ps_server": ["STOPPED", "STOPPED"]}, logs[-5000:]
     assert "MinSucceededTaskCount 2" in detail["jobStatus"]["appExitDiagnostics"]
 
-    # every worker reached the three other tasks at the addresses of the HOST_LISTs
+    # every worker reached the three other tasks at the addresses of the HOST_LISTs: in the job's own
+    # network, which spans both agents (asserted below)
     for w in ("worker-0", "worker-1"):
-        reached = set(re.findall(rf"{w} reached (\S+) at 127\.0\.0\.1:\d+", logs))
+        reached = set(re.findall(rf"{w} reached (\S+) at 100\.96\.\d+\.\d+:\d+", logs))
         assert reached == {"ps_server-0", "ps_server-1", "worker-0", "worker-1"} - {w}, logs[-5000:]
         assert f"{w} done" in logs
     # the guide's variables, in its formats, identical for every task
     env = dict(re.findall(r"worker-0 env (PAI_\w+)=(.*)", logs))
     assert env["PAI_JOB_NAME"] == "ps-worker" and env["PAI_TASK_ROLE_LIST"] == "ps_server,worker"
     assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "worker" and env["PAI_TASK_ROLE_TASK_COUNT_worker"] == "2"
-    assert re.fullmatch(r"127\.0\.0\.1:\d+,127\.0\.0\.1:\d+", env["PAI_TASK_ROLE_ps_server_HOST_LIST"])
+    assert re.fullmatch(r"100\.96\.0\.\d+:\d+,100\.96\.0\.\d+:\d+", env["PAI_TASK_ROLE_ps_server_HOST_LIST"])
     assert re.fullmatch(r"http:\d+;ssh:\d+", env["PAI_CONTAINER_HOST_PORT_LIST"])
     assert env["PAI_RESOURCE_worker"] == "1,1,512,64"
     ps1 = dict(re.findall(r"ps_server-1 env (PAI_\w+)=(.*)", logs))

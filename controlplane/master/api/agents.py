@@ -72,7 +72,7 @@ async def agent_socket(socket: AnyWebSocket) -> None:
         return
     conn = AgentConnection(agent_id=first.agent_id, pool=first.pool, slots=list(first.slots),
                            running_at_register=frozenset(first.running),
-                           address=(first.addresses or ["127.0.0.1"])[0],
+                           address=(first.addresses or ["127.0.0.1"])[0], overlay_port=first.overlay_port,
                            environments=tuple(dict.fromkeys(first.environments)))
     inbox = rt.hub.inboxes.get(conn.agent_id)
     if inbox is None:

@@ -33,7 +33,8 @@ class Rank(msgspec.Struct):
     exit_code: int | None = None
     reason: str = ""  # the agent's, for an exit it explained
     first_failure: bool = False  # the gang's first failed rank: its cause
-    address: str | None = None  # where the other ranks and the proxy reach it
+    address: str | None = None  # its host's address: where the proxy reaches it, where its ports are booked
+    network_address: str | None = None  # where the other ranks reach it, in a spread network (else: address)
     ports: RankPorts = msgspec.field(default_factory=RankPorts)
     stopped: bool = False  # an OpenPAI task stopped by its job's completion policy
 

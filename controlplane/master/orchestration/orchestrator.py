@@ -29,6 +29,7 @@ from controlplane.master.orchestration import (
     rendezvous,
     searcher_runtime,
     snapshot,
+    spread_network,
 )
 from controlplane.master.orchestration.dispatch import start_message
 from controlplane.master.orchestration.transitions import move
@@ -564,12 +565,14 @@ class Orchestrator:
             if alloc is not None:
                 self.request_preemption(alloc, preemption.reason)
         addresses = {c.agent_id: c.address for c in self.rt.hub.connections.values()}
+        endpoints = {c.agent_id: c.overlay_endpoint for c in self.rt.hub.connections.values()}
         used_ports = rendezvous.used_ports(await session.scalars(select(Allocation).where(
             Allocation.state.in_((A.ASSIGNED, A.RUNNING)))) if plan.placements else ())
         for placement in plan.placements:
             if placement.allocation_id in snap.pending_groups:
                 job, tasks = snap.pending_groups[placement.allocation_id]
-                await pai_jobs.place(self, session, job, tasks, placement.resources, addresses, used_ports)
+                await pai_jobs.place(self, session, job, tasks, placement.resources, addresses, used_ports,
+                                     endpoints)
                 continue
             alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
@@ -585,6 +588,9 @@ class Orchestrator:
             move(session, alloc, A.ASSIGNED, f"placed on {where}")
             rendezvous.assign(alloc, [addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
                                       for agent, _ in placement.resources], used_ports)
+            network = spread_network.plan([agent for agent, _ in placement.resources], endpoints)
+            if network is not None:
+                rendezvous.join_network(alloc, network)
             gang_info = rendezvous.info(alloc)
             ssh_key = rendezvous.new_ssh_key() if len(placement.resources) > 1 else ""
             image = snapshot.experiment_image(exp)
@@ -597,7 +603,9 @@ class Orchestrator:
                 msg.container_slot_counts = gang_info["container_slot_counts"]
                 msg.chief_port, msg.dist_ports = gang_info["chief_port"], gang_info["dist_ports"]
                 msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
-                msg.network = alloc.id if len(placement.resources) == 1 else ""  # a gang on one agent: its own
+                # its own network: on one agent, or spread over agents that all make task networks
+                msg.network = alloc.id if len(placement.resources) == 1 or network is not None else ""
+                msg.overlay = network.for_agent(agent_id) if network is not None else None
                 conn = self.rt.hub.connections.get(agent_id)
                 msg.environment = image.for_slot_type(conn.slot_type if conn else "cpu")
                 self.send_after_commit(agent_id, msg)

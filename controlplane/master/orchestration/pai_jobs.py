@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import msgspec
@@ -24,7 +24,7 @@ from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.timeutil import aware, utcnow
 from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.db.models import Allocation, PaiJob, User
-from controlplane.master.orchestration import gang, lifecycle, rendezvous
+from controlplane.master.orchestration import gang, lifecycle, rendezvous, spread_network
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.token_cache import token_hash
@@ -126,7 +126,7 @@ def _host_ports(job_key: str, address: str, used: dict[str, set[int]]) -> ports.
 
 async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Sequence[Allocation],
                 resources: Sequence[tuple[str, tuple[int, ...]]], addresses: dict[str, str],
-                used: dict[str, set[int]]) -> bool:
+                used: dict[str, set[int]], endpoints: Mapping[str, tuple[str, int]]) -> bool:
     """Starts every task of the attempt where the planner put it (``resources``: one entry per
     task, in ``task_order``). False, with nothing changed, when the tasks' ports cannot be booked."""
     spec = parsed(job)
@@ -141,19 +141,25 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
     except ports.PortError as e:
         log.warning("PAI job %s cannot start yet: %s", job.id, e)
         return False
-    placements = {key: env.TaskPlacement(where[key], booked[key]) for key in where}
+    # Spread over agents that all make task networks, the tasks reach each other in one of their own
+    # (spread_network.py); their ports stay booked on their hosts, where the proxy and SSH reach them.
+    agent_of = {(role, index): agent for (role, index, _), (agent, _) in zip(order, resources, strict=True)}
+    spread = spread_network.plan([agent for agent, _ in resources], endpoints)
+    seen_at = {key: spread.address_of(agent_of[key]) if spread is not None else where[key] for key in where}
+    placements = {key: env.TaskPlacement(seen_at[key], booked[key]) for key in where}
     owner = await session.scalar(select(User.username).where(User.id == job.owner_id)) or "determined"
     now = utcnow()
-    # The job's tasks share a network of their own when they all run on one agent, else the hosts'.
-    network = f"{job.job_id}.{job.attempt}" if len({agent for agent, _ in resources}) == 1 else ""
+    # The job's tasks share a network of their own when they all run on one agent or in a spread one.
+    network = f"{job.job_id}.{job.attempt}" if len({agent for agent, _ in resources}) == 1 or spread else ""
     for (role, index, _), (agent_id, slots) in zip(order, resources, strict=True):
         alloc = by_key[(role, index)]
         address = where[(role, index)]
         task_ports = [p for group in booked[(role, index)].values() for p in group]
         used.setdefault(address, set()).update(task_ports)
         gang.assign(alloc, ((agent_id, tuple(slots)),))
-        gang.set_resources(alloc, [msgspec.structs.replace(gang.resources_of(alloc)[0], address=address,
-                                                           ports=gang.RankPorts(pai=task_ports))])
+        gang.set_resources(alloc, [msgspec.structs.replace(
+            gang.resources_of(alloc)[0], address=address, ports=gang.RankPorts(pai=task_ports),
+            network_address=seen_at[(role, index)] if spread is not None else None)])
         alloc.assigned_at = now
         token = lifecycle.mint_token(alloc)
         move(session, alloc, A.ASSIGNED, f"placed on {agent_id} slots {list(slots)} with job {job.name}'s tasks")
@@ -173,9 +179,10 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
             ssh_key=job.ssh_key, ssh_host_key=job.ssh_host_key,
             read_only_paths=[pai_spec.code_dir_name(spec.code_dir)] if spec.code_dir and job.kind == "pai" else [],
             env=task_env, slot_ids=list(slots), session_token=token, context_hash=job.code_hash,
-            kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[address],
+            kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[seen_at[(role, index)]],
             container_slot_counts=[len(slots)], environment=image_of(job).cpu,
-            network=network, served_ports=task_ports))
+            network=network, served_ports=task_ports,
+            overlay=spread.for_agent(agent_id) if spread is not None else None))
     if job.state == J.WAITING:
         move(session, job, J.RUNNING, f"attempt {job.attempt}: every task placed")
         job.launched_at = job.launched_at or now

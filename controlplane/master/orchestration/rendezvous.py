@@ -28,6 +28,7 @@ import msgspec
 
 from controlplane.master.db.models import Allocation
 from controlplane.master.orchestration import gang
+from controlplane.master.orchestration.spread_network import SpreadNetwork
 
 PORT_LOW = 20000
 PORT_HIGH = 32000  # exclusive
@@ -91,6 +92,13 @@ def assign(alloc: Allocation, addresses: list[str], used: dict[str, set[int]]) -
     gang.set_resources(alloc, resources)
 
 
+def join_network(alloc: Allocation, network: SpreadNetwork) -> None:
+    """The ranks reach each other in ``network`` (at their agents' addresses there), not on their
+    hosts' network; their ports stay booked on their hosts' addresses."""
+    gang.set_resources(alloc, [msgspec.structs.replace(r, network_address=network.address_of(r.agent_id))
+                               for r in gang.resources_of(alloc)])
+
+
 def resources_id(alloc_id: str, rank: int) -> str:
     """DET_RESOURCES_ID of one container: the allocation id for the chief (as before gangs), then
     ``<allocation id>.<rank>``."""
@@ -102,7 +110,7 @@ def info(alloc: Allocation) -> dict[str, Any]:
     resources = sorted(gang.resources_of(alloc), key=lambda r: r.rank)
     chief = resources[0].ports if resources else gang.RankPorts()
     return {
-        "container_addrs": [r.address or DEFAULT_ADDRESS for r in resources],
+        "container_addrs": [r.network_address or r.address or DEFAULT_ADDRESS for r in resources],
         "container_slot_counts": [len(r.slot_ids) for r in resources],
         "chief_port": chief.c10d,
         "dist_ports": list(chief.dist),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 from pathlib import Path
@@ -18,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from agent_image.agent.task_network import plan
-from controlplane.wire.agent_protocol import StartTask
+from controlplane.wire.agent_protocol import Overlay, OverlayMember, StartTask
 from tests.support.cluster import free_port
 
-from .conftest import AgentFactory
+from .conftest import JOIN_TOKEN, AgentFactory
 from .fake_master import FakeMaster
 from .test_agent_integration import exited, lines_of, start_task
 
@@ -29,7 +30,7 @@ SERVER_PY = """\
 import socket, sys, threading
 def serve(port):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port)); s.listen()
+    s.bind(("0.0.0.0", port)); s.listen()
     while True:
         c, _ = s.accept(); c.sendall(f"job-a:{port}\\n".encode()); c.close()
 for p in sys.argv[1:]:
@@ -64,8 +65,11 @@ def _task(master: FakeMaster, alloc: str, network: str, argv: list[str], files: 
     return msg
 
 
-async def _probe(master: FakeMaster, alloc: str, network: str, targets: list[str]) -> dict[str, str]:
-    await master.send(_task(master, alloc, network, ["python3", "probe.py", *targets], {"probe.py": PROBE_PY}))
+async def _probe(master: FakeMaster, alloc: str, network: str, targets: list[str],
+                 overlay: Overlay | None = None) -> dict[str, str]:
+    msg = _task(master, alloc, network, ["python3", "probe.py", *targets], {"probe.py": PROBE_PY})
+    msg.overlay = overlay
+    await master.send(msg)
     done = await master.wait_until(lambda: exited(master, alloc), timeout=60)
     lines = [ln.message for ln in lines_of(master, alloc)]
     assert done.exit_code == 0, lines
@@ -149,3 +153,43 @@ async def test_a_task_whose_port_is_taken_on_the_host_leaves_no_forward_or_names
     finally:
         taken.close()
         await nets.close()
+
+
+@needs_isolation
+async def test_a_gang_spread_over_two_agents_reaches_itself_and_nothing_else_reaches_it(
+        master: FakeMaster, start_agent: AgentFactory, tmp_path: Path) -> None:
+    """Its ranks reach every port of each other at their addresses in the gang's network; another
+    task on the same agents, even one told the same addresses and agents' ports (but not the key),
+    and the hosts themselves reach none of them."""
+    second = FakeMaster(JOIN_TOKEN)
+    await second.start()
+    try:
+        agent_a = start_agent(master)
+        start_agent(second, "--agent-id", "agent-b", "--work-dir", str(tmp_path / "work-b"))
+        await master.wait_until(lambda: master.registers)
+        await second.wait_until(lambda: second.registers)
+        udp = [master.registers[0].overlay_port, second.registers[0].overlay_port]
+        assert all(udp), "an agent that makes task networks takes other agents' packets"
+        members = [OverlayMember("100.96.0.1", "127.0.0.1", udp[0]), OverlayMember("100.96.0.2", "127.0.0.1", udp[1])]
+        gang = Overlay(key=secrets.token_hex(32), members=members, index=0)
+        port = free_port()  # never opened on a host: it listens in rank 0's namespace only
+        chief = _task(master, "gang-0", "gang", ["python3", "server.py", str(port)], {"server.py": SERVER_PY})
+        chief.overlay, chief.container_addrs = gang, ["100.96.0.1", "100.96.0.2"]
+        await master.send(chief)
+        await master.wait_until(lambda: any(ln.message == "LISTENING" for ln in lines_of(master, "gang-0")),
+                                timeout=60)
+        assert _namespaces_of(agent_a.pid), "rank 0 runs in a namespace of its own"
+
+        target = f"100.96.0.1:{port}"
+        rank1 = await _probe(second, "gang-1", "gang", [target],
+                             Overlay(key=gang.key, members=members, index=1))
+        assert rank1[target] == f"job-a:{port}", rank1
+        # bob's task beside rank 1, in a network of the same name, addresses and agents' ports, with
+        # a key of its own: what it sends is refused
+        bob = await _probe(second, "bob", "gang", [target, f"127.0.0.1:{port}"],
+                           Overlay(key=secrets.token_hex(32), members=members, index=1))
+        assert bob[target] in ("TimeoutError", "OSError", "ConnectionRefusedError"), bob
+        assert bob[f"127.0.0.1:{port}"] == "ConnectionRefusedError", bob
+        assert _from_host(port) == "ConnectionRefusedError"
+    finally:
+        await second.stop()
