@@ -36,6 +36,13 @@ def csrf_token(session_token: str) -> str:
 
 
 def cookie_token(connection: AnyConnection) -> str | None:
+    """The session cookie's token; None without one, and None with more than one: a page of another
+    port of this host (the task proxy's origin) can set a cookie of the same name for a narrower
+    path, which the browser sends beside and before this master's own (cookie tossing), to have the
+    master's pages work under another user's session."""
+    raw = ";".join(connection.headers.getall("cookie", []))
+    if sum(1 for part in raw.split(";") if part.split("=", 1)[0].strip() == COOKIE) > 1:
+        return None
     value = connection.cookies.get(COOKIE)
     return value or None
 

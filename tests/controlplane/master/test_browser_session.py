@@ -54,6 +54,17 @@ async def test_a_page_without_a_session_redirects_to_sign_in_but_the_api_answers
         assert (await browser.get("/jobs?pool=default")).status_code == 401  # not a browser: no redirect
 
 
+async def test_a_second_session_cookie_tossed_in_by_another_port_signs_nobody_in(api):
+    """A page on the proxy's origin (another port of the master's host: cookies ignore ports) sets
+    ``det_session`` for a narrower path with another user's token; the browser then sends both."""
+    async with _sign_in(api) as (browser, _):
+        mine = browser.cookies[web_session.COOKIE]
+        assert (await browser.get("/api/v1/me")).status_code == 200
+        tossed = {"cookie": f"{web_session.COOKIE}=someone-elses-token; {web_session.COOKIE}={mine}"}
+        got = await browser.get("/api/v1/me", headers=tossed)
+        assert got.status_code == 401, got.text
+
+
 async def test_the_cookie_changes_state_only_with_its_csrf_token(api):
     async with _sign_in(api) as (browser, _):
         token = browser.cookies[web_session.COOKIE]
