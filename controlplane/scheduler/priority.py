@@ -16,9 +16,14 @@ so the same inputs always give the same plan.
   needed. The request is not placed this pass; the slots it will land on are reserved
   (preempt.reserve) so that work behind it cannot take what it is waiting for.
 - Otherwise (no preemption, or even all lower-priority work would not make room) the
-  request is a blocked head: every agent it could ever use is withdrawn from
-  the rest of the pass, so lower-priority work backfills only capacity that can never delay
-  it (agents too small, or of a size that cannot tile its gang). Several heads add up.
+  request is a blocked head. With preemption, work behind it in the queue that it can preempt
+  (preemptible gangs: trials) still takes the free slots of its agents: no slot idles while work
+  fits, and the head is not delayed, since as soon as its gang would fit but for that work it
+  preempts it (the rule above: that work is behind it). Work it could not take back (a command, a
+  notebook, a task group, or work not strictly behind it) gets none of its agents: from that
+  request on, every agent a blocked head could ever use is withdrawn from the rest of the pass, as
+  it always is without preemption, so backfill there uses only capacity that can never delay it
+  (agents too small, or of a size that cannot tile its gang). Several heads add up.
 - A task group (``Request.tasks``, an OpenPAI job) is placed whole (Capacity.find_group) or not at
   all. It never preempts: when it does not fit it is a blocked head, holding every agent big
   enough for its smallest slotted task (every agent if all its tasks are zero-slot). A group that
@@ -62,6 +67,12 @@ def victim_order(running: Sequence[Running]) -> list[Running]:
                                              r.allocation_id))
 
 
+def reclaimable(work: Request, head: Request) -> bool:
+    """Whether ``head`` could preempt ``work`` once placed: a preemptible gang strictly behind it."""
+    return (work.preemptible and not work.tasks and work.job_id != head.job_id
+            and queue_key(work) > queue_key(head))
+
+
 def reason(req: Request, victim: Running) -> str:
     if victim.priority > req.priority:
         return (f"preempted by higher-priority job {req.job_id} (priority {req.priority}; this work has "
@@ -81,10 +92,16 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     soon = soon_free(running)
     claimed: set[str] = set()  # victims already chosen for an earlier request this pass
     hopeless: set[tuple[Image, int]] = set()  # (environment, gang size) for which no victims sufficed
+    reclaiming: list[Request] = []  # blocked heads whose agents work they can preempt may still use
+    held: set[str] = set()  # those agents
     for req in order(pending):
         n = req.slots_needed
         if n <= 0:  # zero-slot work (a group of zero-slot tasks too) is scheduled separately
             continue  # zero-slot work is scheduled separately (a task group is not: it is placed here)
+        if held and not all(reclaimable(req, head) for head in reclaiming):
+            pool.exclude(held)  # work a head could not take back: its agents are withdrawn from here on
+            held.clear()
+            reclaiming.clear()
         if not pool.free:
             break  # every agent is placed on, reserved, or held for a blocked head
         cap = pool.view(req.image)  # the agents offering its environment
@@ -125,5 +142,9 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
                 reserve(cap, soon, victims, where, n)  # it waits for those slots; the queue goes on
                 job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
                 continue
+        if policy.preemption:  # a blocked head that takes back the slots of what is placed behind it
+            reclaiming.append(req)
+            held.update(cap.agents_usable_by(n))
+            continue
         cap.exclude(cap.agents_usable_by(n))  # a blocked head: backfill only where it could never run
     return plan

@@ -51,6 +51,37 @@ def test_backfill_never_delays_the_head():
     assert [(x.allocation_id, x.resources[0][0]) for x in p.placements] == [("small", "tiny")]
 
 
+def test_a_free_slot_behind_a_blocked_head_runs_trials_that_the_head_takes_back_when_it_fits():
+    # Two 2-slot agents; "long" (ahead in the queue) holds one slot of a, "other" all of b. The 2-slot
+    # head cannot start; the 1-slot trials of the same priority behind it used to wait, the slot idle.
+    agents = [agent("a", 2, used=(0,)), agent("b", 2, used=(0, 1))]
+    run = [running("long", {"a": (0,)}, submitted=0), running("other", {"b": (0, 1)}, submitted=0)]
+    pending = [req("head", 2, submitted=1), req("t1", 1, submitted=2), req("t2", 1, submitted=3)]
+    p = plan(pools(), pending, run, agents, NOW)
+    assert [(x.allocation_id, x.resources) for x in p.placements] == [("t1", (("a", (1,)),))]
+    assert p.preemptions == []
+    # "long" ends: the head would fit on a but for t1, which is behind it: t1 is preempted (it
+    # checkpoints and queues again), a is kept for the head, and t2 does not take a's free slot
+    run = [running("t1", {"a": (1,)}, submitted=2), running("other", {"b": (0, 1)}, submitted=0)]
+    p = plan(pools(), [req("head", 2, submitted=1), req("t2", 1, submitted=3)], run,
+             [agent("a", 2, used=(1,)), agent("b", 2, used=(0, 1))], NOW)
+    assert [x.allocation_id for x in p.preemptions] == ["t1"] and p.placements == []
+    assert "head" in p.preemptions[0].reason
+
+
+def test_work_a_blocked_head_could_not_take_back_gets_none_of_its_agents():
+    # a notebook (not preemptible) behind the head, then a trial behind the notebook: neither takes
+    # the head's agent; without preemption nothing backfills it either
+    agents = [agent("a", 2, used=(0,)), agent("tiny", 1)]
+    run = [running("long", {"a": (0,)})]
+    pending = [req("head", 2, submitted=1), req("notebook", 1, submitted=2, preemptible=False),
+               req("trial", 1, submitted=3)]
+    assert [(x.allocation_id, x.resources[0][0]) for x in plan(pools(), pending, run, agents, NOW).placements] == [
+        ("notebook", "tiny")]
+    trials = [req("head", 2, submitted=1), req("t1", 1, submitted=2)]
+    assert plan(pools(preemption=False), trials, run, [agent("a", 2, used=(0,))], NOW).placements == []
+
+
 def test_max_slots_caps_a_job_without_blocking_others():
     pending = [req("a1", 1, job="A", max_slots=1), req("a2", 1, job="A", max_slots=1, submitted=1),
                req("b1", 1, job="B", submitted=2)]
