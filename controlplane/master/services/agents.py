@@ -1,11 +1,15 @@
 """Agents as the admin API changes and lists them: a page of agents, enabling or disabling an agent
 or one of its slots (preempting what runs there unless it may drain). The queries and the
-preemptions live here; ``api/agents.py`` answers in Determined's shapes.
+preemptions live here; ``api/agents.py`` answers in Determined's shapes, the cluster page
+(``webui/pages/cluster.py``) in HTML.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.master.db.models import Agent, Allocation
 from controlplane.master.errors import NotFound
@@ -26,6 +30,15 @@ async def page(rt: MasterRuntime, *, show_all: bool, offset: int, size: int) -> 
         total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
         agents = list((await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all())
         return agents, total, await slot_use(session)
+
+
+async def page_of(session: AsyncSession, agent_ids: Collection[str], *, offset: int,
+                  limit: int) -> tuple[list[Agent], int]:
+    """A page by id of the agents among ``agent_ids``, and how many of them there are."""
+    total = await session.scalar(select(func.count()).where(Agent.id.in_(agent_ids))) or 0
+    agents = list((await session.scalars(select(Agent).where(Agent.id.in_(agent_ids)).order_by(Agent.id)
+                                         .offset(offset).limit(limit))).all())
+    return agents, total
 
 
 async def set_enabled(rt: MasterRuntime, agent_id: str, enable: bool, drain: bool) -> tuple[Agent, SlotUse]:

@@ -1,9 +1,11 @@
 """An allocation as its own task reads and signals it: the preemption flag, the acknowledgement,
-its owner (whom a task token acts for) and its placed ranks for the rendezvous."""
+its owner (whom a task token acts for) and its placed ranks for the rendezvous; and a trial's
+allocations, its runs, as the trial page lists them."""
 
 from __future__ import annotations
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.master.db.models import Allocation, Experiment, Trial
 from controlplane.master.errors import Conflict, NotFound
@@ -48,3 +50,9 @@ async def get(rt: MasterRuntime, alloc_id: str) -> Allocation:
     if alloc is None:
         raise NotFound(f"allocation {alloc_id} not found")
     return alloc
+
+
+async def of_trial(session: AsyncSession, trial_id: int, limit: int) -> list[Allocation]:
+    """The trial's first ``limit`` allocations, oldest first."""
+    return list((await session.scalars(select(Allocation).where(Allocation.trial_id == trial_id)
+                                       .order_by(Allocation.created_at).limit(limit))).all())

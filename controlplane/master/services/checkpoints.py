@@ -2,7 +2,8 @@
 
 A report is stored once (a repeat with the same uuid is a no-op, so a client may retry), and
 the trial's latest checkpoint moves forward only: an older report arriving late does not
-roll a resume point back.
+roll a resume point back. Reads: one checkpoint, an experiment's or a trial's checkpoints (the
+API), and a trial's newest ones with their validation metrics (the trial page).
 """
 
 from __future__ import annotations
@@ -276,3 +277,19 @@ async def list_checkpoints(rt: MasterRuntime, *, experiment_id: int | None = Non
         ckpts = list((await session.scalars(q.order_by(Checkpoint.report_time, Checkpoint.uuid))).all())
         out = [(c, await _validation_at(session, c.trial_id, c.steps_completed)) for c in ckpts]
         return out, exp.config
+
+
+async def newest_of_trial(session: AsyncSession, trial_id: int,
+                          limit: int) -> list[tuple[Checkpoint, dict[str, Any]]]:
+    """The trial's newest ``limit`` checkpoints, newest first, each with the validation metrics
+    reported at its batches ({} for none): one read of the checkpoints, one of their metrics."""
+    ckpts = list((await session.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id)
+                                        .order_by(Checkpoint.report_time.desc()).limit(limit))).all())
+    steps = {c.steps_completed for c in ckpts}
+    found: dict[int, dict[str, Any]] = {}
+    if steps:
+        rows = (await session.execute(select(Metric.steps_completed, Metric.metrics).where(
+            Metric.trial_id == trial_id, Metric.group == "validation", Metric.steps_completed.in_(steps)))).tuples()
+        for s, m in rows:
+            found.setdefault(s, m)
+    return [(c, found.get(c.steps_completed, {})) for c in ckpts]

@@ -1,6 +1,7 @@
-"""Reads of experiments and their trials for the API: each a page or one row, with what its answer
-shows (owner, trial ids, progress, project name, validation summaries). The queries live here;
-``api/experiments.py`` turns the rows into Determined's JSON.
+"""Reads of experiments and their trials for the API and the web UI: each a page or one row, with
+what its answer shows (owner, trial ids, progress, project name, validation summaries). The queries
+live here; ``api/experiments.py`` turns the rows into Determined's JSON, the experiment and trial
+pages (``webui/pages/``) into HTML.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import defer
 
@@ -39,6 +40,17 @@ class Validation:
     steps: int
     metrics: dict[str, Any]
     at: datetime | None
+
+
+@dataclass(frozen=True)
+class ExperimentDetail:
+    """What the experiment page shows besides the experiment row."""
+
+    owner: str
+    n_trials: int
+    trials: list[Trial]  # a page by id
+    with_metric: list[Trial]  # by id, those with a searcher metric
+    trial_of_request: dict[str, int]  # the searcher's request id -> trial id
 
 
 async def experiment_row(session: AsyncSession, exp_id: int) -> Experiment:
@@ -135,3 +147,107 @@ async def validation_summaries(session: AsyncSession, trial_ids: list[int]
     for tid, steps, metrics, at in best_rows:
         best[tid] = Validation(steps, metrics, at)  # the first run's report at those steps wins
     return best, latest
+
+
+# ---- the web UI's pages ----------------------------------------------------------------------
+# The experiment list's sort keys, each a column (ties go by id in the same direction).
+LIST_SORT_COLUMNS = {"id": Experiment.id, "name": Experiment.name, "state": Experiment.state, "owner": User.username,
+                     "start": Experiment.start_time, "end": Experiment.end_time, "progress": Experiment.progress}
+MAX_REQUEST_IDS = 100_000  # request id -> trial id pairs the experiment page reads for the searcher's rungs
+
+
+async def find_experiment(session: AsyncSession, exp_id: int) -> Experiment | None:
+    """The experiment row; None for no such experiment."""
+    return await session.get(Experiment, exp_id)
+
+
+async def experiment_without_code(session: AsyncSession, exp_id: int) -> Experiment | None:
+    """The experiment row without its code (up to 95 MiB) and submitted YAML, which no page shows;
+    None for no such experiment."""
+    return await session.scalar(select(Experiment).where(Experiment.id == exp_id)
+                                .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+
+
+async def experiment_names(session: AsyncSession, exp_ids: Sequence[int]) -> dict[int, str]:
+    """Each of ``exp_ids``'s name (those that exist)."""
+    if not exp_ids:
+        return {}
+    return dict((await session.execute(select(Experiment.id, Experiment.name).where(
+        Experiment.id.in_(list(exp_ids))))).all())
+
+
+def _has_label(session: AsyncSession, label: str) -> Any:
+    """Labels are a JSON list: the database looks inside it (no row comes to Python to be tested)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return text("EXISTS (SELECT 1 FROM json_array_elements_text(experiments.labels) AS l "
+                    "WHERE l = :label)").bindparams(label=label)
+    return text("EXISTS (SELECT 1 FROM json_each(experiments.labels) WHERE json_each.value = :label)"
+                ).bindparams(label=label)
+
+
+async def experiment_list(session: AsyncSession, *, state: str, owner: str, label: str, search: str, archived: bool,
+                          sort: str, order: str, offset: int, limit: int) -> tuple[list[tuple[Experiment, str]], int]:
+    """A page of experiments (without their code or original YAML) with their owner's name, and how
+    many match: filtered (an empty filter is no filter; ``search`` in the name or description, or
+    the id), sorted by ``LIST_SORT_COLUMNS[sort]`` in ``order`` ("asc" or "desc") and paged in SQL."""
+    q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
+         .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+    q = q.where(Experiment.archived.is_(archived))
+    if state:
+        q = q.where(Experiment.state == state)
+    if owner:
+        q = q.where(User.username == owner)
+    if label:
+        q = q.where(_has_label(session, label))
+    if search:
+        words = or_(Experiment.name.icontains(search, autoescape=True),
+                    Experiment.description.icontains(search, autoescape=True))
+        q = q.where(or_(words, Experiment.id == int(search)) if search.isdigit() and len(search) < 10 else words)
+    total = await session.scalar(select(func.count()).select_from(q.with_only_columns(Experiment.id).subquery()))
+    column = LIST_SORT_COLUMNS[sort]
+    by = column.asc() if order == "asc" else column.desc()
+    tie = Experiment.id.asc() if order == "asc" else Experiment.id.desc()
+    rows: Sequence[Any] = (await session.execute(q.order_by(by, tie).offset(offset).limit(limit))).all()
+    return [(e, username) for e, username in rows], int(total or 0)
+
+
+async def best_searcher_metrics(session: AsyncSession, exps: Sequence[Experiment]) -> dict[int, float | None]:
+    """Each experiment's best searcher metric over its trials: one grouped read by the trials' index."""
+    if not exps:
+        return {}
+    rows = (await session.execute(
+        select(Trial.experiment_id, func.min(Trial.searcher_metric_value), func.max(Trial.searcher_metric_value))
+        .where(Trial.experiment_id.in_([e.id for e in exps])).group_by(Trial.experiment_id))).all()
+    found = {exp_id: (lo, hi) for exp_id, lo, hi in rows}
+    out: dict[int, float | None] = {}
+    for e in exps:
+        lo, hi = found.get(e.id, (None, None))
+        out[e.id] = lo if e.searcher.smaller_is_better else hi
+    return out
+
+
+async def experiment_detail(session: AsyncSession, exp: Experiment, *, offset: int, limit: int,
+                            max_with_metric: int) -> ExperimentDetail:
+    """The experiment page's reads: its owner's name, how many trials it has, ``limit`` of them by
+    id from ``offset``, the first ``max_with_metric`` with a searcher metric, and which trial each
+    of the searcher's requests became (up to ``MAX_REQUEST_IDS``)."""
+    owner = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
+    n_trials = await session.scalar(select(func.count()).where(Trial.experiment_id == exp.id)) or 0
+    trials = list((await session.scalars(select(Trial).where(Trial.experiment_id == exp.id).order_by(Trial.id)
+                                         .offset(offset).limit(limit))).all())
+    with_metric = list((await session.scalars(
+        select(Trial).where(Trial.experiment_id == exp.id, Trial.searcher_metric_value.is_not(None))
+        .order_by(Trial.id).limit(max_with_metric))).all())
+    trial_of_request = {request_id: trial_id for request_id, trial_id in (await session.execute(
+        select(Trial.request_id, Trial.id).where(Trial.experiment_id == exp.id).limit(MAX_REQUEST_IDS))).all()}
+    return ExperimentDetail(owner, n_trials, trials, with_metric, trial_of_request)
+
+
+async def find_trial(session: AsyncSession, trial_id: int) -> Trial | None:
+    """The trial row; None for no such trial."""
+    return await session.get(Trial, trial_id)
+
+
+async def trial_state(session: AsyncSession, trial_id: int) -> str | None:
+    """The trial's state now; None for no such trial."""
+    return await session.scalar(select(Trial.state).where(Trial.id == trial_id))

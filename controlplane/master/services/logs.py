@@ -185,6 +185,21 @@ def trial_log_query(trial_id: int, *, rank_ids: Sequence[int] = (), stdtypes: Se
     return stmt
 
 
+async def trial_tail(session: AsyncSession, trial_id: int, *, rank_ids: Sequence[int] = (),
+                     levels: Sequence[str] = (), search_text: str = "", limit: int) -> list[TaskLog]:
+    """The trial's newest ``limit`` lines that pass ``trial_log_query``'s filters, oldest first."""
+    stmt = trial_log_query(trial_id, rank_ids=rank_ids, levels=levels, search_text=search_text)
+    rows = list((await session.scalars(stmt.order_by(TaskLog.id.desc()).limit(limit))).all())
+    return rows[::-1]
+
+
+async def trial_lines_after(session: AsyncSession, trial_id: int, after: int, *, rank_ids: Sequence[int] = (),
+                            levels: Sequence[str] = (), search_text: str = "", limit: int) -> list[TaskLog]:
+    """The trial's first ``limit`` lines after id ``after`` that pass ``trial_log_query``'s filters."""
+    stmt = trial_log_query(trial_id, rank_ids=rank_ids, levels=levels, search_text=search_text)
+    return list((await session.scalars(stmt.where(TaskLog.id > after).order_by(TaskLog.id).limit(limit))).all())
+
+
 def format_message(row: TaskLog) -> str:
     """'[ts] <container> [rank=N] || LEVEL: log' as the real master does (reference §2.4)."""
     ts = row.timestamp if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=UTC)

@@ -9,12 +9,15 @@ checkpoint is never garbage-collected: see ``checkpoint_gc.collect.registered_ch
 
 Changing a model, registering, changing or deleting its versions needs the model's owner or an
 admin (``authz.require_owner``). Request bodies are Determined's shapes, decoded at the edge.
+The web UI's model pages read pages of models and versions here too (``model_rows``,
+``version_rows``), one page of rows a query.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from dataclasses import field as dc_field
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -128,6 +131,37 @@ class ModelFilter:
     user_ids: list[int] = dc_field(default_factory=list)
     workspace_names: list[str] = dc_field(default_factory=list)
     workspace_ids: list[int] = dc_field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """A model as the web UI's model list shows it."""
+
+    name: str
+    description: str
+    labels: list[str]
+    owner: str
+    versions: int
+    archived: bool
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """A version as the web UI's model page shows it, with the checkpoint, trial and experiment behind it."""
+
+    version: int
+    name: str
+    comment: str
+    labels: list[str]
+    owner: str
+    created: datetime
+    checkpoint_uuid: str
+    checkpoint_state: str | None  # None: the checkpoint row is gone
+    steps_completed: int | None
+    trial_id: int | None
+    experiment_id: int | None
+    experiment_name: str | None
 
 
 # ---- input checks ---------------------------------------------------------------------------
@@ -404,3 +438,49 @@ async def delete_version(rt: RuntimeCore, principal: Principal, ident: str, numb
         version = await _find_version(session, model, number)
         await session.delete(version)
         model.updated_at = utcnow()
+
+
+# ---- the web UI's pages ---------------------------------------------------------------------
+async def model_rows(session: AsyncSession, *, name: str, offset: int, limit: int) -> tuple[list[ModelRow], int]:
+    """A page of models by name, those whose name contains ``name`` (any case; "" for every model),
+    each with its owner's name and how many versions it has; and how many match."""
+    counts = select(ModelVersion.model_id, func.count().label("n")).group_by(ModelVersion.model_id).subquery()
+    where = func.lower(RegisteredModel.name).contains(name.lower(), autoescape=True) if name else None
+    q = (select(RegisteredModel, User.username, func.coalesce(counts.c.n, 0))
+         .join(User, User.id == RegisteredModel.owner_id)
+         .outerjoin(counts, counts.c.model_id == RegisteredModel.id))
+    count_q = select(func.count()).select_from(RegisteredModel)
+    if where is not None:
+        q, count_q = q.where(where), count_q.where(where)
+    total = await session.scalar(count_q) or 0
+    rows = (await session.execute(q.order_by(RegisteredModel.name).offset(offset).limit(limit))).all()
+    return [ModelRow(m.name, m.description, list(m.labels or []), username, int(n), m.archived, m.updated_at)
+            for m, username, n in rows], total
+
+
+async def model_with_owner(session: AsyncSession, name: str) -> tuple[RegisteredModel, str] | None:
+    """The model named ``name`` and its owner's name; None for no such model."""
+    found = (await session.execute(
+        select(RegisteredModel, User.username).join(User, User.id == RegisteredModel.owner_id)
+        .where(RegisteredModel.name == name))).first()
+    if found is None:
+        return None
+    model, owner = found
+    return model, owner
+
+
+async def version_rows(session: AsyncSession, model_id: int, *, offset: int,
+                       limit: int) -> tuple[list[VersionRow], int]:
+    """A page of the model's versions, newest first, and how many it has."""
+    total = await session.scalar(select(func.count()).where(ModelVersion.model_id == model_id)) or 0
+    rows = (await session.execute(
+        select(ModelVersion, User.username, Checkpoint.state, Checkpoint.steps_completed, Checkpoint.trial_id,
+               Checkpoint.experiment_id, Experiment.name)
+        .join(User, User.id == ModelVersion.owner_id)
+        .outerjoin(Checkpoint, Checkpoint.uuid == ModelVersion.checkpoint_uuid)
+        .outerjoin(Experiment, Experiment.id == Checkpoint.experiment_id)
+        .where(ModelVersion.model_id == model_id)
+        .order_by(ModelVersion.version.desc()).offset(offset).limit(limit))).all()
+    return [VersionRow(v.version, v.name, v.comment, list(v.labels or []), username, v.created_at,
+                       v.checkpoint_uuid, state, steps, trial_id, exp_id, exp_name)
+            for v, username, state, steps, trial_id, exp_id, exp_name in rows], total

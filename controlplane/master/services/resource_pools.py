@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.master.autoscaling.service import scaling_of
 from controlplane.master.db.models import Instance
@@ -126,3 +127,12 @@ async def instances_of(rt: MasterRuntime, pool_name: str) -> list[Instance]:
     async with rt.sessions() as session:
         return list((await session.scalars(select(Instance).where(Instance.pool == pool_name)
                                            .order_by(Instance.launched_at))).all())
+
+
+async def recent_instances(session: AsyncSession, pool_name: str, limit: int) -> list[Instance]:
+    """Up to ``limit`` of the pool's cloud instances: every live one first, then the most recently
+    launched (ties by id)."""
+    return list((await session.scalars(
+        select(Instance).where(Instance.pool == pool_name)
+        .order_by(Instance.terminated_at.is_not(None), Instance.launched_at.desc(), Instance.id)
+        .limit(limit))).all())

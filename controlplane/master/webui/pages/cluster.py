@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 from litestar import Response, get
 from litestar.params import Parameter, QueryParameter
-from sqlalchemy import func, select
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.api.agents import V1Agent, agent_json
@@ -25,9 +24,9 @@ from controlplane.master.api.autoscaler_json import describe_json
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
 from controlplane.master.autoscaling.service import scaling_of
-from controlplane.master.db.models import Agent, Experiment, Instance
 from controlplane.master.http_types import AnyRequest
-from controlplane.master.services import spend
+from controlplane.master.services import agents as agent_reads
+from controlplane.master.services import experiment_reads, resource_pools, spend
 from controlplane.master.services.slot_use import slot_use
 from controlplane.master.webui import render
 
@@ -79,20 +78,14 @@ async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListO
     window, bucket = WINDOWS[spend_window]
     async with rt.sessions() as session:
         use = await slot_use(session)
-        total_agents = await session.scalar(select(func.count()).where(Agent.id.in_(known))) or 0
-        agents = (await session.scalars(select(Agent).where(Agent.id.in_(known)).order_by(Agent.id)
-                                        .offset(offset).limit(limit))).all()
+        agents, total_agents = await agent_reads.page_of(session, known, offset=offset, limit=limit)
         described = []
         for pool in rt.settings.pools:
             if pool.provider:
-                rows = (await session.scalars(
-                    select(Instance).where(Instance.pool == pool.name)
-                    .order_by(Instance.terminated_at.is_not(None), Instance.launched_at.desc(), Instance.id)
-                    .limit(MAX_INSTANCES))).all()
-                described.append(describe_json(rt, pool, list(rows), t_now))
+                rows = await resource_pools.recent_instances(session, pool.name, MAX_INSTANCES)
+                described.append(describe_json(rt, pool, rows, t_now))
         series = await spend.spend_over_time(session, now, window=window, bucket=bucket)
-        names = dict((await session.execute(select(Experiment.id, Experiment.name).where(
-            Experiment.id.in_(list(series.experiments))))).all()) if series.experiments else {}
+        names = await experiment_reads.experiment_names(session, list(series.experiments))
     pools = []
     for pool in rt.settings.pools:
         conns = [c for c in rt.hub.connections.values() if c.pool == pool.name]

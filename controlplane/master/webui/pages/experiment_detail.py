@@ -12,19 +12,18 @@ from typing import Annotated, Any
 import yaml
 from litestar import Response, get
 from litestar.params import Parameter
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
 
 from controlplane.common.timeutil import aware
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.api.params import ExperimentId
 from controlplane.master.api.serializers import config_json
 from controlplane.master.authz import Action, opt
-from controlplane.master.db.models import Experiment, Trial, User
+from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress, searcher_runtime
-from controlplane.master.webui import charts, render
+from controlplane.master.services import experiment_reads, metric_series
+from controlplane.master.webui import render
 from controlplane.master.webui.pages.experiments import actions
 from controlplane.searchers.asha import EXITED, AshaSearcher
 
@@ -73,41 +72,29 @@ def scatter(trials: list[Trial]) -> dict[str, Any]:
 
 
 async def _context(session: AsyncSession, exp: Experiment, offset: int) -> dict[str, Any]:
-    owner = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
-    n_trials = await session.scalar(select(func.count()).where(Trial.experiment_id == exp.id)) or 0
-    trials = list((await session.scalars(select(Trial).where(Trial.experiment_id == exp.id).order_by(Trial.id)
-                                         .offset(offset).limit(TRIALS_PAGE))).all())
-    for_scatter = list((await session.scalars(
-        select(Trial).where(Trial.experiment_id == exp.id, Trial.searcher_metric_value.is_not(None))
-        .order_by(Trial.id).limit(MAX_SCATTER))).all())
-    request_ids = {request_id: trial_id for request_id, trial_id in (await session.execute(
-        select(Trial.request_id, Trial.id).where(Trial.experiment_id == exp.id).limit(100_000))).all()}
+    read = await experiment_reads.experiment_detail(session, exp, offset=offset, limit=TRIALS_PAGE,
+                                                    max_with_metric=MAX_SCATTER)
+    trials = read.trials
     searcher = exp.searcher
     now = datetime.now(UTC)
     return {
-        "exp": exp, "owner": owner, "n_trials": n_trials, "trials": trials, "offset": offset,
+        "exp": exp, "owner": read.owner, "n_trials": read.n_trials, "trials": trials, "offset": offset,
         "page": TRIALS_PAGE, "progress": (await progress.of_experiments(session, [exp]))[exp.id],
         "duration_s": ((aware(exp.end_time) or now) - aware(exp.start_time)).total_seconds(),
         # A config may be up to the 1 MiB cap: dumping it is CPU work, kept off the event loop.
         "config_yaml": await asyncio.to_thread(yaml.safe_dump, config_json(exp), sort_keys=False,
                                                default_flow_style=False),
-        "metric_names": await charts.metric_names(session, [t.id for t in trials[:charts.MAX_TRIALS]]),
+        "metric_names": await metric_series.metric_names(session, [t.id for t in trials[:metric_series.MAX_TRIALS]]),
         "searcher_metric": searcher.metric, "smaller_is_better": searcher.smaller_is_better,
-        "scatter": scatter(for_scatter), "rungs": searcher_rungs(exp, request_ids),
+        "scatter": scatter(read.with_metric), "rungs": searcher_rungs(exp, read.trial_of_request),
         "actions": actions(exp.state, exp.archived),
     }
-
-
-async def load_experiment(session: AsyncSession, exp_id: int) -> Experiment | None:
-    """Without its code (up to 95 MiB) and submitted YAML, which no page shows."""
-    return await session.scalar(select(Experiment).where(Experiment.id == exp_id)
-                                .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
 
 
 @get("/experiments/{exp_id:int}", opt=opt(Action.VIEW), include_in_schema=False)
 async def experiment_page(request: AnyRequest, exp_id: ExperimentId, offset: TrialOffset = 0) -> Response[Any]:
     async with runtime_of(request).sessions() as session:
-        exp = await load_experiment(session, exp_id)
+        exp = await experiment_reads.experiment_without_code(session, exp_id)
         if exp is None:
             return render.missing(request, f"Experiment {exp_id} does not exist.")
         context = await _context(session, exp, offset)

@@ -5,7 +5,6 @@ REST API (``static/app.js``), shown only where ``authz.allows`` says the API wou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -13,16 +12,15 @@ from urllib.parse import urlencode
 
 from litestar import Response, get
 from litestar.params import Parameter, QueryParameter
-from sqlalchemy import Select, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
 
 from controlplane.common.timeutil import aware
 from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.authz import Action, opt
-from controlplane.master.db.models import Experiment, Trial, User
+from controlplane.master.db.models import Experiment
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
+from controlplane.master.services import experiment_reads as reads
 from controlplane.master.webui import render
 from controlplane.state import experiment as E
 
@@ -33,8 +31,6 @@ StateFilter = Literal["", "ACTIVE", "PAUSED", "STOPPING_KILLED", "STOPPING_COMPL
                       "COMPLETED", "CANCELED", "ERROR", "DELETING", "DELETE_FAILED"]
 Sort = Literal["id", "name", "state", "owner", "start", "end", "progress"]
 Text = Annotated[str, Parameter(max_length=255, pattern=r"^[^\x00]*$")]
-SORT_COLUMNS = {"id": Experiment.id, "name": Experiment.name, "state": Experiment.state, "owner": User.username,
-                "start": Experiment.start_time, "end": Experiment.end_time, "progress": Experiment.progress}
 
 
 @dataclass(frozen=True)
@@ -65,47 +61,6 @@ class Row:
     cost: float | None
 
 
-def _has_label(session: AsyncSession, label: str) -> Any:
-    """Labels are a JSON list: the database looks inside it (no row comes to Python to be tested)."""
-    if session.get_bind().dialect.name == "postgresql":
-        return text("EXISTS (SELECT 1 FROM json_array_elements_text(experiments.labels) AS l "
-                    "WHERE l = :label)").bindparams(label=label)
-    return text("EXISTS (SELECT 1 FROM json_each(experiments.labels) WHERE json_each.value = :label)"
-                ).bindparams(label=label)
-
-
-def _filtered(session: AsyncSession, f: Filters) -> Select[Experiment, str]:
-    q = select(Experiment, User.username).join(User, User.id == Experiment.owner_id) \
-        .options(defer(Experiment.model_definition), defer(Experiment.original_config))
-    q = q.where(Experiment.archived.is_(f.archived))
-    if f.state:
-        q = q.where(Experiment.state == f.state)
-    if f.owner:
-        q = q.where(User.username == f.owner)
-    if f.label:
-        q = q.where(_has_label(session, f.label))
-    if f.q:
-        words = or_(Experiment.name.icontains(f.q, autoescape=True),
-                    Experiment.description.icontains(f.q, autoescape=True))
-        q = q.where(or_(words, Experiment.id == int(f.q)) if f.q.isdigit() and len(f.q) < 10 else words)
-    return q
-
-
-async def _best_metrics(session: AsyncSession, exps: Sequence[Experiment]) -> dict[int, float | None]:
-    """Each experiment's best searcher metric over its trials: one grouped read by the trials' index."""
-    if not exps:
-        return {}
-    rows = (await session.execute(
-        select(Trial.experiment_id, func.min(Trial.searcher_metric_value), func.max(Trial.searcher_metric_value))
-        .where(Trial.experiment_id.in_([e.id for e in exps])).group_by(Trial.experiment_id))).all()
-    found = {exp_id: (lo, hi) for exp_id, lo, hi in rows}
-    out: dict[int, float | None] = {}
-    for e in exps:
-        lo, hi = found.get(e.id, (None, None))
-        out[e.id] = lo if e.searcher.smaller_is_better else hi
-    return out
-
-
 async def _costs(session: AsyncSession, ids: list[int], now: datetime) -> dict[int, float]:
     from controlplane.master.services.spend import experiment_spend
 
@@ -113,20 +68,17 @@ async def _costs(session: AsyncSession, ids: list[int], now: datetime) -> dict[i
 
 
 async def list_page(session: AsyncSession, f: Filters) -> tuple[list[Row], int]:
-    q = _filtered(session, f)
-    total = await session.scalar(select(func.count()).select_from(q.with_only_columns(Experiment.id).subquery()))
-    column = SORT_COLUMNS[f.sort]
-    order = column.asc() if f.order == "asc" else column.desc()
-    tie = Experiment.id.asc() if f.order == "asc" else Experiment.id.desc()
-    rows: Sequence[Any] = (await session.execute(q.order_by(order, tie).offset(f.offset).limit(f.limit))).all()
+    rows, total = await reads.experiment_list(session, state=f.state, owner=f.owner, label=f.label, search=f.q,
+                                              archived=f.archived, sort=f.sort, order=f.order, offset=f.offset,
+                                              limit=f.limit)
     exps: list[Experiment] = [e for e, _ in rows]
     done = await progress.of_experiments(session, exps)
-    best = await _best_metrics(session, exps)
+    best = await reads.best_searcher_metrics(session, exps)
     now = datetime.now(UTC)
     costs = await _costs(session, [e.id for e in exps], now)
     out = [Row(e, owner, done[e.id], best[e.id], ((aware(e.end_time) or now) - aware(e.start_time)).total_seconds(),
                costs.get(e.id)) for e, owner in rows]
-    return out, int(total or 0)
+    return out, total
 
 
 def actions(state: str, archived: bool) -> list[tuple[str, str, str]]:
@@ -155,7 +107,7 @@ async def experiments_page(
     async with runtime_of(request).sessions() as session:
         rows, total = await list_page(session, f)
     return render.page(request, "experiments.html", rows=rows, total=total, f=f, states=STATES,
-                       actions=actions, sorts=list(SORT_COLUMNS))
+                       actions=actions, sorts=list(reads.LIST_SORT_COLUMNS))
 
 
 ROUTES: list[Any] = [experiments_page]
