@@ -23,21 +23,19 @@ SlotUse = dict[str, dict[int, str]]  # agent id -> slot id -> the allocation hol
 
 async def page(rt: MasterRuntime, *, show_all: bool, offset: int, size: int) -> tuple[list[Agent], int, SlotUse]:
     """Agents by id: connected and within their reconnect window, or all; how many; slot use."""
-    q = select(Agent)
-    if not show_all:  # the hub knows who is connected and who may still come back
-        q = q.where(Agent.id.in_(set(rt.hub.connections) | set(rt.hub.away_since)))
     async with rt.sessions() as session:
-        total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
-        agents = list((await session.scalars(q.order_by(Agent.id).offset(offset).limit(size))).all())
+        # the hub knows who is connected and who may still come back
+        among = None if show_all else set(rt.hub.connections) | set(rt.hub.away_since)
+        agents, total = await page_of(session, among, offset=offset, limit=size)
         return agents, total, await slot_use(session)
 
 
-async def page_of(session: AsyncSession, agent_ids: Collection[str], *, offset: int,
+async def page_of(session: AsyncSession, agent_ids: Collection[str] | None, *, offset: int,
                   limit: int) -> tuple[list[Agent], int]:
-    """A page by id of the agents among ``agent_ids``, and how many of them there are."""
-    total = await session.scalar(select(func.count()).where(Agent.id.in_(agent_ids))) or 0
-    agents = list((await session.scalars(select(Agent).where(Agent.id.in_(agent_ids)).order_by(Agent.id)
-                                         .offset(offset).limit(limit))).all())
+    """A page by id of the agents among ``agent_ids`` (None: all), and how many of them there are."""
+    q = select(Agent) if agent_ids is None else select(Agent).where(Agent.id.in_(agent_ids))
+    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    agents = list((await session.scalars(q.order_by(Agent.id).offset(offset).limit(limit))).all())
     return agents, total
 
 

@@ -28,7 +28,7 @@ from controlplane.master.db.models import Allocation, Experiment, TaskLog, Trial
 from controlplane.master.errors import Forbidden, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import fencing
+from controlplane.master.services import experiment_reads, fencing
 from controlplane.wire import agent_protocol as wire
 
 NO_NUL = r"^[^\x00]*$"
@@ -222,4 +222,4 @@ async def read_rows(rt: MasterRuntime, stmt: Select[Any]) -> Sequence[Any]:
 async def trial_state(rt: MasterRuntime, trial_id: int) -> str | None:
     """The trial's state now; None for no such trial."""
     async with rt.sessions() as session:
-        return await session.scalar(select(Trial.state).where(Trial.id == trial_id))
+        return await experiment_reads.trial_state(session, trial_id)
