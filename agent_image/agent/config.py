@@ -176,9 +176,9 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
 
 
 def metadata_for(cloud: str, metadata_url: str | None) -> InstanceMetadata:
-    from .instance_metadata import EC2_METADATA, GCE_METADATA, InstanceMetadata
+    from .instance_metadata import for_cloud
 
-    return InstanceMetadata(cloud, (metadata_url or (EC2_METADATA if cloud == "aws" else GCE_METADATA)).rstrip("/"))
+    return for_cloud(cloud, metadata_url)
 
 
 def _cloud_identity(args: argparse.Namespace) -> str:

@@ -23,45 +23,80 @@ class MetadataError(RuntimeError):
 
 @dataclass(frozen=True)
 class InstanceMetadata:
-    cloud: str  # "aws" | "gcp"
-    base_url: str
+    """One cloud's metadata server (``for_cloud`` picks the class): what differs is how a request
+    is authorized, where the identity is and what an interruption notice looks like."""
 
-    def _ec2_token(self) -> str:
-        r = requests.put(f"{self.base_url}/latest/api/token", timeout=TIMEOUT_S,
-                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
-        if r.status_code != 200:
-            raise MetadataError(f"IMDSv2 token request failed with {r.status_code}")
-        return r.text
+    base_url: str
+    cloud = ""
+    DEFAULT_URL = ""
+    IDENTITY_PATH = ""
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
 
     def _get(self, path: str) -> requests.Response:
         try:
-            if self.cloud == "aws":
-                return requests.get(f"{self.base_url}{path}", timeout=TIMEOUT_S,
-                                    headers={"X-aws-ec2-metadata-token": self._ec2_token()})
-            return requests.get(f"{self.base_url}{path}", timeout=TIMEOUT_S, headers={"Metadata-Flavor": "Google"})
+            return requests.get(f"{self.base_url}{path}", timeout=TIMEOUT_S, headers=self._headers())
         except requests.RequestException as e:
             raise MetadataError(f"instance metadata unreachable at {self.base_url}: {e}") from e
 
     def instance_id(self) -> str:
         """EC2 instance id or GCE instance name: the agent id, so the master joins agents to instances."""
-        path = "/latest/meta-data/instance-id" if self.cloud == "aws" else "/computeMetadata/v1/instance/name"
-        r = self._get(path)
+        r = self._get(self.IDENTITY_PATH)
         if r.status_code != 200 or not r.text.strip():
-            raise MetadataError(f"cannot read the instance identity ({path}: {r.status_code})")
+            raise MetadataError(f"cannot read the instance identity ({self.IDENTITY_PATH}: {r.status_code})")
         return r.text.strip()
 
     def interruption_notice(self) -> str | None:
         """A sentence when the cloud is taking the instance back (spot / preemptible), else None."""
-        if self.cloud == "aws":
-            r = self._get("/latest/meta-data/spot/instance-action")
-            if r.status_code != 200:
-                return None  # 404 until an interruption is scheduled
-            try:
-                action = json.loads(r.text)
-            except ValueError:
-                action = {"action": r.text.strip()}
-            return f"EC2 spot interruption: {action.get('action', 'terminate')} at {action.get('time', 'soon')}"
+        raise NotImplementedError
+
+
+class Ec2Metadata(InstanceMetadata):
+    cloud = "aws"
+    DEFAULT_URL = EC2_METADATA
+    IDENTITY_PATH = "/latest/meta-data/instance-id"
+
+    def _headers(self) -> dict[str, str]:
+        try:
+            r = requests.put(f"{self.base_url}/latest/api/token", timeout=TIMEOUT_S,
+                             headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+        except requests.RequestException as e:
+            raise MetadataError(f"instance metadata unreachable at {self.base_url}: {e}") from e
+        if r.status_code != 200:
+            raise MetadataError(f"IMDSv2 token request failed with {r.status_code}")
+        return {"X-aws-ec2-metadata-token": r.text}
+
+    def interruption_notice(self) -> str | None:
+        r = self._get("/latest/meta-data/spot/instance-action")
+        if r.status_code != 200:
+            return None  # 404 until an interruption is scheduled
+        try:
+            action = json.loads(r.text)
+        except ValueError:
+            action = {"action": r.text.strip()}
+        return f"EC2 spot interruption: {action.get('action', 'terminate')} at {action.get('time', 'soon')}"
+
+
+class GceMetadata(InstanceMetadata):
+    cloud = "gcp"
+    DEFAULT_URL = GCE_METADATA
+    IDENTITY_PATH = "/computeMetadata/v1/instance/name"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Metadata-Flavor": "Google"}
+
+    def interruption_notice(self) -> str | None:
         r = self._get("/computeMetadata/v1/instance/preempted")
         if r.status_code == 200 and r.text.strip().upper() == "TRUE":
             return "GCE preemption notice: the instance is being preempted"
         return None
+
+
+BY_CLOUD: dict[str, type[InstanceMetadata]] = {c.cloud: c for c in (Ec2Metadata, GceMetadata)}
+
+
+def for_cloud(cloud: str, metadata_url: str | None = None) -> InstanceMetadata:
+    """The metadata server of ``cloud`` ("aws" or "gcp"), at ``metadata_url`` or its usual address."""
+    kind = BY_CLOUD[cloud]
+    return kind((metadata_url or kind.DEFAULT_URL).rstrip("/"))

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent_image.agent.instance_metadata import InstanceMetadata, MetadataError
+from agent_image.agent.instance_metadata import MetadataError, for_cloud
 from agent_image.agent.interruption import watch_interruptions
 from agent_image.agent.outbox import Outbox
 from controlplane.wire.agent_protocol import InstanceInterrupted
@@ -64,12 +64,12 @@ def metadata_url():
 
 
 def test_identity_from_imdsv2_and_gce(metadata_url):
-    assert InstanceMetadata("aws", metadata_url).instance_id() == "i-0abc"
-    assert InstanceMetadata("gcp", metadata_url).instance_id() == "det-gpu-1"
+    assert for_cloud("aws", metadata_url).instance_id() == "i-0abc"
+    assert for_cloud("gcp", metadata_url).instance_id() == "det-gpu-1"
 
 
 def test_interruption_notices(metadata_url):
-    aws, gcp = InstanceMetadata("aws", metadata_url), InstanceMetadata("gcp", metadata_url)
+    aws, gcp = for_cloud("aws", metadata_url), for_cloud("gcp", metadata_url)
     assert aws.interruption_notice() is None and gcp.interruption_notice() is None
     Metadata.interrupted = True
     assert "spot interruption: terminate" in aws.interruption_notice()
@@ -78,12 +78,12 @@ def test_interruption_notices(metadata_url):
 
 def test_unreachable_metadata_is_a_clear_error():
     with pytest.raises(MetadataError, match="unreachable"):
-        InstanceMetadata("gcp", "http://127.0.0.1:9").instance_id()
+        for_cloud("gcp", "http://127.0.0.1:9").instance_id()
 
 
 async def test_watcher_tells_the_master_once(metadata_url):
     outbox = Outbox()
     Metadata.interrupted = True
-    await asyncio.wait_for(watch_interruptions(InstanceMetadata("aws", metadata_url), "i-0abc", outbox, 0.01), 5)
+    await asyncio.wait_for(watch_interruptions(for_cloud("aws", metadata_url), "i-0abc", outbox, 0.01), 5)
     msg = await outbox.peek()
     assert isinstance(msg, InstanceInterrupted) and msg.agent_id == "i-0abc"
