@@ -26,8 +26,13 @@ from controlplane.cli.errors import CliError
 
 @dataclass(frozen=True)
 class Cloud:
+    """What `det deploy <cloud>` needs of one cloud; each loads its SDK and infra modules lazily."""
+
     build_options: Callable[[argparse.Namespace], Any]
     settings: Callable[[Any], dict[str, str]]  # plain stack config: what `down` needs later
+    preflight: Callable[[Any], Any]  # options -> a report of warnings and failures
+    build: Callable[[Any], None]  # the Pulumi program's body
+    teardown: Callable[[str, dict[str, str]], Any]  # (cluster id, settings) -> a teardown report
 
 
 def _aws_options(args: argparse.Namespace) -> Any:
@@ -71,10 +76,50 @@ def _inbound_cidr(args: argparse.Namespace) -> str:
     return str(args.inbound_cidr)
 
 
+def _aws_preflight(opts: Any) -> Any:
+    from infra.preflight.aws import check
+
+    return check(opts)
+
+
+def _gcp_preflight(opts: Any) -> Any:
+    from infra.preflight.gcp import check
+
+    return check(opts)
+
+
+def _aws_build(opts: Any) -> None:
+    from infra.aws.program import build
+
+    build(opts)
+
+
+def _gcp_build(opts: Any) -> None:
+    from infra.gcp.program import build
+
+    build(opts)
+
+
+def _aws_teardown(cluster_id: str, settings: dict[str, str]) -> Any:
+    import boto3
+
+    from infra.teardown.aws import teardown
+
+    ec2 = boto3.session.Session().client("ec2", region_name=settings.get("aws:region"))
+    return teardown(ec2, cluster_id, say=_say)
+
+
+def _gcp_teardown(cluster_id: str, settings: dict[str, str]) -> Any:
+    from infra.gcp_clients import GcpClients
+    from infra.teardown.gcp import teardown
+
+    return teardown(GcpClients(), settings["gcp:project"], settings["gcp:region"], cluster_id, say=_say)
+
+
 CLOUDS = {
-    "aws": Cloud(_aws_options, lambda o: {"aws:region": o.region}),
-    "gcp": Cloud(_gcp_options, lambda o: {"gcp:project": o.project_id, "gcp:region": o.region,
-                                                 "gcp:zone": o.zone}),
+    "aws": Cloud(_aws_options, lambda o: {"aws:region": o.region}, _aws_preflight, _aws_build, _aws_teardown),
+    "gcp": Cloud(_gcp_options, lambda o: {"gcp:project": o.project_id, "gcp:region": o.region, "gcp:zone": o.zone},
+                 _gcp_preflight, _gcp_build, _gcp_teardown),
 }
 
 
@@ -152,14 +197,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _preflight(cloud: str, opts: Any) -> None:
-    if cloud == "aws":
-        from infra.preflight.aws import check as check_aws
-
-        report = check_aws(opts)
-    else:
-        from infra.preflight.gcp import check as check_gcp
-
-        report = check_gcp(opts)
+    report = CLOUDS[cloud].preflight(opts)
     for warning in report.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
     if report.failures:
@@ -168,15 +206,10 @@ def _preflight(cloud: str, opts: Any) -> None:
 
 
 def _program(cloud: str, opts: Any) -> Callable[[], None]:
+    build = CLOUDS[cloud].build
+
     def program() -> None:
-        if cloud == "aws":
-            from infra.aws.program import build as build_aws
-
-            build_aws(opts)
-        else:
-            from infra.gcp.program import build as build_gcp
-
-            build_gcp(opts)
+        build(opts)
 
     return program
 
@@ -221,17 +254,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def _teardown(cloud: str, cluster_id: str, settings: dict[str, str]) -> Any:
-    if cloud == "aws":
-        import boto3
-
-        from infra.teardown.aws import teardown as teardown_aws
-
-        ec2 = boto3.session.Session().client("ec2", region_name=settings.get("aws:region"))
-        return teardown_aws(ec2, cluster_id, say=_say)
-    from infra.gcp_clients import GcpClients
-    from infra.teardown.gcp import teardown as teardown_gcp
-
-    return teardown_gcp(GcpClients(), settings["gcp:project"], settings["gcp:region"], cluster_id, say=_say)
+    return CLOUDS[cloud].teardown(cluster_id, settings)
 
 
 # ---- list -----------------------------------------------------------------------------------
