@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 # Where a task's tools find the endpoints it must reach (besides the master and the storage config).
 ENDPOINT_VARIABLES = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+# A client of a forwarded port (the proxy, `det shell`'s ssh) that comes while the task's server is
+# still starting waits this long for it, as it would for a slow server, instead of being cut off.
+FORWARD_PATIENCE_S = 60.0
 _NAMES = itertools.count(1)  # of this process's namespaces (det-<pid>-<n>), whichever TaskNetworks made them
 
 
@@ -231,7 +234,7 @@ class TaskNetworks:
         async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
             return await open_with(self._inside(net), inside, port)
 
-        relay = Relay(listener, connect, f"{net.name}: from {on_host}:{port}")
+        relay = Relay(listener, connect, f"{net.name}: from {on_host}:{port}", patience_s=FORWARD_PATIENCE_S)
         await relay.start()
         return relay
 

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 CHUNK = 65536
+RETRY_S = 0.2
 
 
 async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -32,12 +33,20 @@ async def _copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
 
 
 class Relay:
-    def __init__(self, listener: socket.socket, connect: Callable[[], Awaitable[Streams]], name: str) -> None:
+    def __init__(self, listener: socket.socket, connect: Callable[[], Awaitable[Streams]], name: str,
+                 patience_s: float = 0.0) -> None:
+        """``patience_s``: how long a connection waits for the other end to listen (a task's server
+        still starting: its port is forwarded before it listens) before it is closed."""
         self._listener = listener
         self._connect = connect
         self.name = name
+        self._patience_s = patience_s
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        return int(self._listener.getsockname()[1])
 
     async def start(self) -> None:
         self._listener.setblocking(False)
@@ -48,11 +57,10 @@ class Relay:
         assert task is not None
         self._connections.add(task)
         try:
-            try:
-                far_reader, far_writer = await self._connect()
-            except OSError as exc:
-                log.debug("%s: the other end is not there (%s)", self.name, exc)
+            far = await self._reach()
+            if far is None:
                 return
+            far_reader, far_writer = far
             try:
                 await asyncio.gather(_copy(reader, far_writer), _copy(far_reader, writer))
             finally:
@@ -60,6 +68,21 @@ class Relay:
         finally:
             writer.close()
             self._connections.discard(task)
+
+    async def _reach(self) -> Streams | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._patience_s
+        while True:
+            try:
+                return await self._connect()
+            except ConnectionRefusedError as exc:
+                if loop.time() >= deadline:
+                    log.debug("%s: nothing listens at the other end (%s)", self.name, exc)
+                    return None
+            except OSError as exc:
+                log.debug("%s: the other end is not there (%s)", self.name, exc)
+                return None
+            await asyncio.sleep(RETRY_S)
 
     async def close(self) -> None:
         if self._server is not None:

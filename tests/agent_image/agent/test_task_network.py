@@ -193,3 +193,30 @@ async def test_a_gang_spread_over_two_agents_reaches_itself_and_nothing_else_rea
         assert _from_host(port) == "ConnectionRefusedError"
     finally:
         await second.stop()
+
+
+async def test_a_client_of_a_forwarded_port_waits_for_a_server_still_starting() -> None:
+    """`det shell start` connects once the task runs, maybe before its SSH server listens: the
+    forward holds the connection until it does, rather than closing it (ssh then gave up)."""
+    import asyncio
+
+    from agent_image.agent.tcp_relay import Relay, listening_socket
+
+    far_port = free_port()
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", far_port)
+
+    relay = Relay(listening_socket(socket.socket(), "127.0.0.1", 0), connect, "test forward", patience_s=30)
+    await relay.start()
+    server = None
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", relay.port)
+        await asyncio.sleep(0.5)  # the server comes up after the client
+        server = await asyncio.start_server(lambda r, w: w.write(b"SSH-2.0-task\r\n"), "127.0.0.1", far_port)
+        assert await asyncio.wait_for(reader.readline(), 10) == b"SSH-2.0-task\r\n"
+        writer.close()
+    finally:
+        await relay.close()
+        if server is not None:
+            server.close()
