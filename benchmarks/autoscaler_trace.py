@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.autoscaler_sim.cluster import Cluster, Result
+from benchmarks.autoscaler_sim.cluster import Cluster, Result, p95
 from benchmarks.autoscaler_sim.policies import DeterminedRule, PlannerPolicy
 from benchmarks.autoscaler_sim.workload import Job
 from controlplane.autoscaler import PoolScaling
@@ -98,8 +97,7 @@ class Priced:
 
     @property
     def p95(self) -> float:
-        w = sorted(self.waits)
-        return w[math.ceil(0.95 * len(w)) - 1]
+        return p95(self.waits)
 
 
 def priced(name: str, runs: list[tuple[Shape, Result]]) -> Priced:

@@ -67,8 +67,13 @@ class Result:
 
     @property
     def p95_wait(self) -> float:
-        w = sorted(self.waits)
-        return w[math.ceil(0.95 * len(w)) - 1]  # nearest rank
+        return p95(self.waits)
+
+
+def p95(values: list[float]) -> float:
+    """The 95th percentile, nearest rank."""
+    w = sorted(values)
+    return w[math.ceil(0.95 * len(w)) - 1]
 
 
 @dataclass
