@@ -6,13 +6,14 @@ an allocation of work they own for the writes (an admin any), and may read any.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from litestar import get, post
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import Conflict, NotFound
 from controlplane.master.http_types import AnyRequest
@@ -56,6 +57,21 @@ class PreemptionResponse(msgspec.Struct, rename="camel", kw_only=True):
     preempt: bool
 
 
+class V1RendezvousInfo(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1RendezvousInfo, plus the ports the master chose for the allocation."""
+
+    addresses: list[str]  # each container's, by rank
+    rank: int
+    slots: list[int]  # each container's slot count, by rank
+    chief_port: int
+    dist_ports: list[int]
+    ssh_ports: list[int]
+
+
+class RendezvousResponse(msgspec.Struct, rename="camel", kw_only=True):
+    rendezvous_info: V1RendezvousInfo
+
+
 async def _check_owner(rt: MasterRuntime, principal: Principal, alloc_id: str) -> None:
     require_owner(principal, Action.TASK_REPORT, await svc.owner_of(rt, alloc_id), f"allocation {alloc_id}")
 
@@ -80,27 +96,27 @@ async def preemption_signal(request: AnyRequest, alloc_id: AllocId,
 @post("/api/v1/allocations/{alloc_id:str}/signals/ack_preemption", operation_id="AckAllocationPreemptionSignal",
       opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
 async def ack_preemption(request: AnyRequest, alloc_id: AllocId,
-                         data: AckPreemptionRequest | None = None) -> dict[str, Any]:
+                         data: AckPreemptionRequest | None = None) -> EmptyResponse:
     """Acknowledged while the allocation lives (an ack for an ended one is a 409)."""
     rt = runtime_of(request)
     await _check_owner(rt, principal_of(request), alloc_id)
     await svc.ack_preemption(rt, alloc_id)
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/allocations/{alloc_id:str}/acceleratorData", operation_id="PostAllocationAcceleratorData",
       opt=opt(Action.TASK_REPORT, ("allocation", "alloc_id")), tags=["allocations"], status_code=200)
 async def accelerator_data(request: AnyRequest, alloc_id: AllocId,
-                           data: AcceleratorDataRequest | None = None) -> dict[str, Any]:
+                           data: AcceleratorDataRequest | None = None) -> EmptyResponse:
     await _check_owner(runtime_of(request), principal_of(request), alloc_id)
-    return {}
+    return EmptyResponse()
 
 
 @get("/api/v1/allocations/{alloc_id:str}/resources/{resources_id:str}/rendezvous",
      operation_id="AllocationRendezvousInfo", opt=opt(Action.TASK_READ, ("allocation", "alloc_id")),
      tags=["allocations"])
 async def rendezvous(request: AnyRequest, alloc_id: AllocId,
-                     resources_id: Annotated[str, Parameter(max_length=255, pattern=NO_NUL)]) -> dict[str, Any]:
+                     resources_id: Annotated[str, Parameter(max_length=255, pattern=NO_NUL)]) -> RendezvousResponse:
     """Determined's v1RendezvousInfo for one container of the gang (``resources_id`` is its
     DET_RESOURCES_ID, or its rank): every container's address and slot count and its own rank,
     plus the ports the master chose for the allocation (``chiefPort``, ``distPorts``, ``sshPorts``).
@@ -112,9 +128,9 @@ async def rendezvous(request: AnyRequest, alloc_id: AllocId,
     if rank is None:
         raise NotFound(f"allocation {alloc_id} has no resources {resources_id!r}")
     info = rendezvous_info.info(alloc)
-    return {"rendezvousInfo": {"addresses": info["container_addrs"], "rank": rank,
-                               "slots": info["container_slot_counts"], "chiefPort": info["chief_port"],
-                               "distPorts": info["dist_ports"], "sshPorts": info["ssh_ports"]}}
+    return RendezvousResponse(rendezvous_info=V1RendezvousInfo(
+        addresses=info["container_addrs"], rank=rank, slots=info["container_slot_counts"],
+        chief_port=info["chief_port"], dist_ports=info["dist_ports"], ssh_ports=info["ssh_ports"]))
 
 
 ROUTES = [preemption_signal, ack_preemption, accelerator_data, rendezvous]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from controlplane.common.timeutil import epoch, iso
 from controlplane.master.db.models import Instance
 from controlplane.master.pools import PoolConfig
@@ -17,29 +20,79 @@ def instance_cost(row: Instance, now: float) -> float:
     return max(0.0, end - start) * row.price_per_hour / 3600.0
 
 
-def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: float) -> dict[str, Any]:
+class PoolInstance(msgspec.Struct, rename="camel", kw_only=True):
+    id: str
+    state: str
+    instance_type: str
+    zone: str
+    spot: bool
+    launched_at: str | None
+    terminated_at: str | None
+    age_seconds: float
+    agent_id: str | None  # once it registered
+    connected: bool
+    cost_usd: float
+    reason: str
+
+
+class BlockedOption(msgspec.Struct, rename="camel", kw_only=True):
+    """A launch option ruled out until ``until`` (``autoscaler/model.Blocked``)."""
+
+    key: str
+    until: float
+    reason: str
+
+
+class LaunchBackoff(msgspec.Struct, rename="camel", kw_only=True):
+    failures: int
+    last_error: str
+    next_attempt_at: float
+
+
+class PoolDescription(msgspec.Struct, rename="camel", kw_only=True):
+    """One pool; ``minInstances`` and ``maxInstances`` only where its autoscaler runs."""
+
+    pool: str
+    provider: str
+    autoscaling: bool
+    instances: list[PoolInstance]
+    spent_usd: float
+    plan: list[str]
+    blocked: list[BlockedOption]
+    last_errors: list[str]
+    backoff: LaunchBackoff | None
+    min_instances: int | UnsetType = UNSET
+    max_instances: int | UnsetType = UNSET
+
+
+def describe(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: float) -> PoolDescription:
     scaler = rt.autoscaler.pools.get(pool.name) if rt.autoscaler else None
-    instances: list[dict[str, Any]] = [{
-        "id": r.id, "state": r.state, "instanceType": r.instance_type, "zone": r.zone, "spot": r.spot,
-        "launchedAt": iso(r.launched_at), "terminatedAt": iso(r.terminated_at),
-        "ageSeconds": round(epoch(r.terminated_at, now) - epoch(r.launched_at, now), 1),
-        "agentId": r.id if r.registered_at else None, "connected": r.id in rt.hub.connections,
-        "costUsd": round(instance_cost(r, now), 4), "reason": r.reason,
-    } for r in rows]
-    out: dict[str, Any] = {
-        "pool": pool.name, "provider": (pool.provider or {}).get("type", ""), "autoscaling": scaler is not None,
-        "instances": instances, "spentUsd": round(sum(i["costUsd"] for i in instances), 4),
-        "plan": [], "blocked": [], "lastErrors": [], "backoff": None,
-    }
+    instances = [PoolInstance(
+        id=r.id, state=r.state, instance_type=r.instance_type, zone=r.zone, spot=r.spot,
+        launched_at=iso(r.launched_at), terminated_at=iso(r.terminated_at),
+        age_seconds=round(epoch(r.terminated_at, now) - epoch(r.launched_at, now), 1),
+        agent_id=r.id if r.registered_at else None, connected=r.id in rt.hub.connections,
+        cost_usd=round(instance_cost(r, now), 4), reason=r.reason,
+    ) for r in rows]
+    out = PoolDescription(
+        pool=pool.name, provider=(pool.provider or {}).get("type", ""), autoscaling=scaler is not None,
+        instances=instances, spent_usd=round(sum(i.cost_usd for i in instances), 4),
+        plan=[], blocked=[], last_errors=[], backoff=None,
+    )
     if scaler is not None:
-        out.update({
-            "minInstances": scaler.scaling.min_instances, "maxInstances": scaler.scaling.max_instances,
-            "plan": list(scaler.last_decision.explanation) if scaler.last_decision else [],
-            "blocked": [{"key": b.key, "until": b.until, "reason": b.reason}
-                        for b in scaler.blocked if b.until > scaler.last_tick_at],
-            "lastErrors": list(scaler.last_errors),
-            "backoff": ({"failures": scaler.failures.consecutive_failures, "lastError": scaler.failures.last_error,
-                         "nextAttemptAt": scaler.failures.next_attempt_at}
-                        if scaler.failures.consecutive_failures else None),
-        })
+        out.min_instances, out.max_instances = scaler.scaling.min_instances, scaler.scaling.max_instances
+        out.plan = list(scaler.last_decision.explanation) if scaler.last_decision else []
+        out.blocked = [BlockedOption(key=b.key, until=b.until, reason=b.reason)
+                       for b in scaler.blocked if b.until > scaler.last_tick_at]
+        out.last_errors = list(scaler.last_errors)
+        out.backoff = (LaunchBackoff(failures=scaler.failures.consecutive_failures,
+                                     last_error=scaler.failures.last_error,
+                                     next_attempt_at=scaler.failures.next_attempt_at)
+                       if scaler.failures.consecutive_failures else None)
     return out
+
+
+def describe_json(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: float) -> dict[str, Any]:
+    """``describe`` as plain JSON values, keyed as on the wire (the web UI's cluster page reads it)."""
+    result: dict[str, Any] = msgspec.to_builtins(describe(rt, pool, rows, now))
+    return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import delete, get, post
 
 from controlplane.common.floats import decode_nonfinite
@@ -24,37 +25,57 @@ from controlplane.master.api.params import (
     TrialId,
     page_limit,
 )
-from controlplane.master.api.serializers import checkpoint_json, pagination
+from controlplane.master.api.responses import EmptyResponse
+from controlplane.master.api.serializers import V1Checkpoint, checkpoint_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.checkpoint_gc import collect as gc
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import checkpoints as svc
+from controlplane.master.services.paging import Pagination
 
 SORT_BY_SEARCHER_METRIC = "SORT_BY_SEARCHER_METRIC"
 
 
+class CheckpointResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """GetCheckpoint and PostCheckpointMetadata's answer."""
+
+    checkpoint: V1Checkpoint
+
+
+class CheckpointsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """GetExperimentCheckpoints and GetTrialCheckpoints' answer."""
+
+    checkpoints: list[V1Checkpoint]
+    pagination: Pagination
+
+
+class DeleteCheckpointsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    deleted: list[str]  # uuids
+    failed: dict[str, str]  # uuid -> error; these stay marked and are retried
+
+
 @post("/api/v1/checkpoints", operation_id="ReportCheckpoint", opt=opt(Action.TASK_REPORT, "body"), tags=["checkpoints"],
       status_code=200, request_max_body_size=128 * 1024 * 1024)  # up to 1,000,000 files listed
-async def report(request: AnyRequest, data: svc.ReportCheckpointRequest) -> dict[str, Any]:
+async def report(request: AnyRequest, data: svc.ReportCheckpointRequest) -> EmptyResponse:
     await svc.report_checkpoint(runtime_of(request), principal_of(request), data)
-    return {}
+    return EmptyResponse()
 
 
 @get("/api/v1/checkpoints/{ckpt_uuid:str}", operation_id="GetCheckpoint", opt=opt(Action.VIEW, "body"),
      tags=["checkpoints"])
-async def get_checkpoint(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> dict[str, Any]:
+async def get_checkpoint(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> CheckpointResponse:
     ckpt, config, validation = await svc.get_checkpoint(runtime_of(request), principal_of(request), ckpt_uuid)
-    return {"checkpoint": checkpoint_json(ckpt, config, validation)}
+    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation))
 
 
 @post("/api/v1/checkpoints/{checkpoint_uuid:str}/metadata", operation_id="PostCheckpointMetadata",
       opt=opt(Action.EDIT), tags=["checkpoints"], status_code=200)
 async def post_metadata(request: AnyRequest, checkpoint_uuid: CheckpointUuid,
-                        data: svc.PostCheckpointMetadataRequest) -> dict[str, Any]:
+                        data: svc.PostCheckpointMetadataRequest) -> CheckpointResponse:
     """``checkpoint.add_metadata``: the checkpoint's metadata becomes the one sent (owner or admin)."""
     ckpt, config, validation = await svc.set_metadata(runtime_of(request), principal_of(request), checkpoint_uuid,
                                                       data)
-    return {"checkpoint": checkpoint_json(ckpt, config, validation)}
+    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation))
 
 
 def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_by: str | None) -> list[Any]:
@@ -74,17 +95,17 @@ def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_
     return rows
 
 
-def _page(rows: list[Any], config: dict[str, Any], offset: int, limit: int) -> dict[str, Any]:
+def _page(rows: list[Any], config: dict[str, Any], offset: int, limit: int) -> CheckpointsResponse:
     page = rows[offset:offset + page_limit(limit)]
-    return {"checkpoints": [checkpoint_json(c, config, v) for c, v in page],
-            "pagination": pagination(offset, limit, len(rows), len(page))}
+    return CheckpointsResponse(checkpoints=[checkpoint_json(c, config, v) for c, v in page],
+                               pagination=pagination(offset, limit, len(rows), len(page)))
 
 
 @get("/api/v1/experiments/{exp_id:int}/checkpoints", operation_id="GetExperimentCheckpoints", opt=opt(Action.VIEW),
      tags=["experiments"])
 async def experiment_checkpoints(request: AnyRequest, exp_id: ExperimentId, limit: ListLimit = 0,
                                  offset: ListOffset = 0,
-                                 sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> dict[str, Any]:
+                                 sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> CheckpointsResponse:
     rows, config = await svc.list_checkpoints(runtime_of(request), experiment_id=exp_id)
     return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
 
@@ -92,14 +113,14 @@ async def experiment_checkpoints(request: AnyRequest, exp_id: ExperimentId, limi
 @get("/api/v1/trials/{trial_id:int}/checkpoints", operation_id="GetTrialCheckpoints",
      opt=opt(Action.VIEW, ("trial", "trial_id")), tags=["trials"])
 async def trial_checkpoints(request: AnyRequest, trial_id: TrialId, limit: ListLimit = 0, offset: ListOffset = 0,
-                            sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> dict[str, Any]:
+                            sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> CheckpointsResponse:
     rows, config = await svc.list_checkpoints(runtime_of(request), trial_id=trial_id)
     return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
 
 
 @delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", opt=opt(Action.EDIT), tags=["checkpoints"],
         status_code=200)
-async def delete_checkpoints(request: AnyRequest, data: svc.DeleteCheckpointsRequest) -> dict[str, Any]:
+async def delete_checkpoints(request: AnyRequest, data: svc.DeleteCheckpointsRequest) -> DeleteCheckpointsResponse:
     """`det checkpoint rm`: mark, delete the files, record; what fails stays marked and is retried."""
     user = user_of(request)
     uuids = list(dict.fromkeys(data.checkpoint_uuids))
@@ -108,7 +129,7 @@ async def delete_checkpoints(request: AnyRequest, data: svc.DeleteCheckpointsReq
     report = await gc.drain(rt, only=set(uuids))
     if report.failed:
         rt.checkpoint_gc.deletions_pending()  # what failed stays marked: the GC loop retries it
-    return {"deleted": report.deleted, "failed": report.failed}
+    return DeleteCheckpointsResponse(deleted=report.deleted, failed=report.failed)
 
 
 ROUTES = [report, get_checkpoint, post_metadata, experiment_checkpoints, trial_checkpoints, delete_checkpoints]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import get, post
 from litestar.params import Parameter
+from msgspec import UNSET, UnsetType
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.pai import AfterQuery, LogLimit
@@ -19,10 +21,41 @@ from controlplane.master.api.params import ListLimit, ListOffset, page_limit
 from controlplane.master.authz import Action, opt
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import commands as svc
+from controlplane.master.services.paging import Pagination
 
 CommandId = Annotated[str, Parameter(min_length=1, max_length=64, pattern=r"^[0-9a-fA-F-]+$",
                                      description="the command's, shell's or notebook's id")]
 MAX_BODY = 300 * 1024 * 1024  # a context of up to 95 MiB, base64-encoded
+Answer = dict[str, Any]  # Determined's v1Command, v1Shell, v1Notebook or v1Tensorboard (``services/commands.py``)
+
+
+class CommandResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """Get/Kill{Command,Shell,Notebook,Tensorboard}'s answer: the one key its kind names."""
+
+    command: Answer | UnsetType = UNSET
+    shell: Answer | UnsetType = UNSET
+    notebook: Answer | UnsetType = UNSET
+    tensorboard: Answer | UnsetType = UNSET
+
+
+class LaunchResponse(CommandResponse, kw_only=True):
+    """Launch{Command,Shell,Notebook,Tensorboard}'s answer."""
+
+    warnings: list[str]  # Determined's v1LaunchWarning values
+
+
+class CommandsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """Get{Commands,Shells,Notebooks,Tensorboards}' answer: the one list its kind names."""
+
+    commands: list[Answer] | UnsetType = UNSET
+    shells: list[Answer] | UnsetType = UNSET
+    notebooks: list[Answer] | UnsetType = UNSET
+    tensorboards: list[Answer] | UnsetType = UNSET
+    pagination: Pagination
+
+
+def _one(kind: str, answer: Answer) -> CommandResponse:
+    return CommandResponse(**{kind: answer})
 
 
 def _routes(kind: str) -> list[Any]:
@@ -30,23 +63,26 @@ def _routes(kind: str) -> list[Any]:
 
     @post(f"/api/v1/{plural}", operation_id=f"Launch{title}", opt=opt(Action.CREATE), tags=[plural],
           status_code=200, request_max_body_size=MAX_BODY, name=f"launch-{kind}")
-    async def launch(request: AnyRequest, data: svc.LaunchRequest) -> dict[str, Any]:
-        return {kind: await svc.launch(runtime_of(request), user_of(request), kind, data), "warnings": []}
+    async def launch(request: AnyRequest, data: svc.LaunchRequest) -> LaunchResponse:
+        return LaunchResponse(**{kind: await svc.launch(runtime_of(request), user_of(request), kind, data)},
+                              warnings=[])
 
     @get(f"/api/v1/{plural}", operation_id=f"Get{title}s", opt=opt(Action.VIEW), tags=[plural],
          name=f"list-{kind}s")
-    async def list_them(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0) -> dict[str, Any]:
-        return await svc.list_kind(runtime_of(request), principal_of(request), kind, offset, page_limit(limit))
+    async def list_them(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0) -> CommandsResponse:
+        page = await svc.list_kind(runtime_of(request), principal_of(request), kind, offset, page_limit(limit))
+        return CommandsResponse(**{f"{kind}s": page[f"{kind}s"]},
+                                pagination=msgspec.convert(page["pagination"], Pagination))
 
     @get(f"/api/v1/{plural}/{{command_id:str}}", operation_id=f"Get{title}", opt=opt(Action.VIEW), tags=[plural],
          name=f"get-{kind}")
-    async def get_one(request: AnyRequest, command_id: CommandId) -> dict[str, Any]:
-        return {kind: await svc.get(runtime_of(request), principal_of(request), kind, command_id)}
+    async def get_one(request: AnyRequest, command_id: CommandId) -> CommandResponse:
+        return _one(kind, await svc.get(runtime_of(request), principal_of(request), kind, command_id))
 
     @post(f"/api/v1/{plural}/{{command_id:str}}/kill", operation_id=f"Kill{title}", opt=opt(Action.EDIT),
           tags=[plural], status_code=200, name=f"kill-{kind}")
-    async def kill(request: AnyRequest, command_id: CommandId) -> dict[str, Any]:
-        return {kind: await svc.kill(runtime_of(request), principal_of(request), kind, command_id)}
+    async def kill(request: AnyRequest, command_id: CommandId) -> CommandResponse:
+        return _one(kind, await svc.kill(runtime_of(request), principal_of(request), kind, command_id))
 
     @get(f"/api/v1/{plural}/{{command_id:str}}/logs", operation_id=f"Get{title}Logs", opt=opt(Action.VIEW),
          tags=[plural], name=f"logs-{kind}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any
 
+import msgspec
 from litestar import get, post
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import QueryParameter
@@ -17,7 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, TrialId, page_limit
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.serializers import (
+    V1Experiment,
+    V1MetricsWorkload,
+    V1Trial,
     config_json,
     experiment_json,
     experiment_read_json,
@@ -34,35 +39,67 @@ from controlplane.master.services import experiment_reads as reads
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
 from controlplane.master.services.metric_reads import summary_metrics
+from controlplane.master.services.paging import Pagination
 
 ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2**31 - 1,
                                                    description="only this project's experiments; 0: all")]
 
 
-async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, dict[str, Any]]:
+class CreateExperimentResponse(msgspec.Struct, rename="camel", kw_only=True):
+    experiment: V1Experiment
+    config: dict[str, Any]  # the user's config (redacted)
+    warnings: list[str]  # Determined's v1LaunchWarning values
+    warning_messages: list[str]
+
+
+class GetExperimentsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    experiments: list[V1Experiment]
+    pagination: Pagination
+
+
+class GetExperimentResponse(msgspec.Struct, rename="camel", kw_only=True):
+    experiment: V1Experiment
+    job_summary: dict[str, Any] | None
+    config: dict[str, Any]  # the user's config (redacted)
+
+
+class GetExperimentTrialsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    trials: list[V1Trial]
+    pagination: Pagination
+
+
+class GetTrialResponse(msgspec.Struct, rename="camel", kw_only=True):
+    trial: V1Trial
+
+
+class GetModelDefResponse(msgspec.Struct, kw_only=True):
+    b64_tgz: str = msgspec.field(name="b64Tgz")  # the experiment's context, a base64 tar.gz
+
+
+async def experiment_answer(session: AsyncSession, exp_id: int) -> tuple[Experiment, V1Experiment]:
     """One experiment, and its answer with its progress as of now."""
     read = await reads.experiment(session, exp_id)
     return read.exp, experiment_read_json(read)
 
 
-def _validation_json(found: reads.Validation | None, metric: str | None = None) -> dict[str, Any] | None:
+def _validation_json(found: reads.Validation | None, metric: str | None = None) -> V1MetricsWorkload | None:
     if found is None:
         return None
     out = metrics_summary(found.steps, found.metrics, found.at)
     if metric is not None:
-        out["searcherMetric"] = decode_nonfinite(found.metrics.get(metric))
+        out.searcher_metric = decode_nonfinite(found.metrics.get(metric))
     return out
 
 
 def _trial_answer(trial: Trial, exp: Experiment, best: dict[int, reads.Validation],
-                  latest: dict[int, reads.Validation], summary: dict[str, Any] | None = None) -> dict[str, Any]:
+                  latest: dict[int, reads.Validation], summary: dict[str, Any] | None = None) -> V1Trial:
     return trial_json(trial, exp.config, _validation_json(best.get(trial.id), exp.searcher.metric),
                       _validation_json(latest.get(trial.id)), summary)
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
       status_code=200, request_max_body_size=200 * 1024 * 1024)  # a context of up to 95 MiB, base64-encoded
-async def create(request: AnyRequest, data: CreateExperimentRequest) -> dict[str, Any]:
+async def create(request: AnyRequest, data: CreateExperimentRequest) -> CreateExperimentResponse:
     """``warnings`` is Determined's list of v1LaunchWarning values, which its client maps to fixed
     texts (an unknown value breaks it), so what this master has to say goes in ``warningMessages``."""
     user = user_of(request)
@@ -72,49 +109,49 @@ async def create(request: AnyRequest, data: CreateExperimentRequest) -> dict[str
     if created.saved:
         async with rt.sessions() as session:
             _, out = await experiment_answer(session, created.exp.id)
-    return {"experiment": out, "config": config_json(created.exp), "warnings": [],
-            "warningMessages": list(created.warnings)}
+    return CreateExperimentResponse(experiment=out, config=config_json(created.exp), warnings=[],
+                                    warning_messages=list(created.warnings))
 
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
 async def list_experiments(request: AnyRequest, limit: ListLimit = 200, offset: ListOffset = 0,
-                           archived: bool | None = None, project_id: ProjectQuery = None) -> dict[str, Any]:
+                           archived: bool | None = None, project_id: ProjectQuery = None) -> GetExperimentsResponse:
     users = request.query_params.getall("users", [])
     if any("\x00" in u or len(u) > 255 for u in users):
         raise BadRequest("users: a username has at most 255 characters and no NUL")
     async with runtime_of(request).sessions() as session:
         rows, total = await reads.experiments_page(session, offset=offset, limit=page_limit(limit),
                                                    archived=archived, project_id=project_id, users=users)
-    return {"experiments": [experiment_read_json(r, original=False) for r in rows],
-            "pagination": pagination(offset, limit, total, len(rows))}
+    return GetExperimentsResponse(experiments=[experiment_read_json(r, original=False) for r in rows],
+                                  pagination=pagination(offset, limit, total, len(rows)))
 
 
 @get("/api/v1/experiments/{exp_id:int}", operation_id="GetExperiment", opt=opt(Action.VIEW), tags=["experiments"])
-async def get_experiment(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
+async def get_experiment(request: AnyRequest, exp_id: ExperimentId) -> GetExperimentResponse:
     async with runtime_of(request).sessions() as session:
         exp, out = await experiment_answer(session, exp_id)
-    return {"experiment": out, "jobSummary": None, "config": config_json(exp)}
+    return GetExperimentResponse(experiment=out, job_summary=None, config=config_json(exp))
 
 
 @get("/api/v1/experiments/{exp_id:int}/trials", operation_id="GetExperimentTrials", opt=opt(Action.VIEW),
      tags=["experiments"])
 async def experiment_trials(request: AnyRequest, exp_id: ExperimentId, offset: ListOffset = 0,
-                            limit: ListLimit = 0) -> dict[str, Any]:
+                            limit: ListLimit = 0) -> GetExperimentTrialsResponse:
     async with runtime_of(request).sessions() as session:
         exp, trials, total = await reads.trials_page(session, exp_id, offset=offset, limit=page_limit(limit))
         best, latest = await reads.validation_summaries(session, [t.id for t in trials])
-    return {"trials": [_trial_answer(t, exp, best, latest) for t in trials],
-            "pagination": pagination(offset, limit or len(trials), total, len(trials))}
+    return GetExperimentTrialsResponse(trials=[_trial_answer(t, exp, best, latest) for t in trials],
+                                       pagination=pagination(offset, limit or len(trials), total, len(trials)))
 
 
 @get("/api/v1/trials/{trial_id:int}", operation_id="GetTrial", opt=opt(Action.VIEW, ("trial", "trial_id")),
      tags=["trials"])
-async def get_trial(request: AnyRequest, trial_id: TrialId) -> dict[str, Any]:
+async def get_trial(request: AnyRequest, trial_id: TrialId) -> GetTrialResponse:
     async with runtime_of(request).sessions() as session:
         trial, exp = await reads.trial(session, trial_id)
         best, latest = await reads.validation_summaries(session, [trial_id])
         summary = await summary_metrics(session, trial_id)
-    return {"trial": _trial_answer(trial, exp, best, latest, summary)}
+    return GetTrialResponse(trial=_trial_answer(trial, exp, best, latest, summary))
 
 
 async def owned_experiment(request: AnyRequest, exp_id: int, action: Action) -> Experiment:
@@ -125,10 +162,10 @@ async def owned_experiment(request: AnyRequest, exp_id: int, action: Action) -> 
 def _action(name: str, operation_id: str, method_name: str) -> HTTPRouteHandler:
     @post(f"/api/v1/experiments/{{exp_id:int}}/{name}", operation_id=operation_id, tags=["experiments"],
           opt=opt(Action.EDIT), status_code=200, name=f"experiment-{name}")
-    async def handler(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
+    async def handler(request: AnyRequest, exp_id: ExperimentId) -> EmptyResponse:
         await owned_experiment(request, exp_id, Action.EDIT)
         await getattr(runtime_of(request).orchestrator, method_name)(exp_id)
-        return {}
+        return EmptyResponse()
 
     return handler
 
@@ -141,6 +178,6 @@ cancel = _action("cancel", "CancelExperiment", "kill")
 
 @get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN),
      tags=["experiments"])
-async def model_def(request: AnyRequest, exp_id: ExperimentId) -> dict[str, Any]:
+async def model_def(request: AnyRequest, exp_id: ExperimentId) -> GetModelDefResponse:
     exp = await owned_experiment(request, exp_id, Action.READ_OWN)
-    return {"b64Tgz": base64.b64encode(exp.model_definition).decode()}
+    return GetModelDefResponse(b64_tgz=base64.b64encode(exp.model_definition).decode())

@@ -19,32 +19,58 @@ from controlplane.master.services.master_config import effective_config
 from controlplane.version import __version__
 
 
+class Telemetry(msgspec.Struct, kw_only=True):
+    enabled: bool
+
+
+class InfoResponse(msgspec.Struct, kw_only=True):
+    """``/info``: snake_case keys, as Determined's."""
+
+    version: str
+    master_id: str
+    cluster_id: str
+    cluster_name: str
+    telemetry: Telemetry
+    sso_providers: list[dict[str, Any]]  # none: no SSO
+
+
 @get("/info", operation_id="GetInfo", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_info(request: AnyRequest) -> dict[str, Any]:
+async def get_info(request: AnyRequest) -> InfoResponse:
     rt = runtime_of(request)
-    return {
-        "version": __version__,
-        "master_id": rt.master_id,
-        "cluster_id": rt.cluster_id,
-        "cluster_name": rt.settings.cluster_name,
-        "telemetry": {"enabled": False},
-        "sso_providers": [],
-    }
+    return InfoResponse(
+        version=__version__,
+        master_id=rt.master_id,
+        cluster_id=rt.cluster_id,
+        cluster_name=rt.settings.cluster_name,
+        telemetry=Telemetry(enabled=False),
+        sso_providers=[],
+    )
+
+
+class GetMasterResponse(msgspec.Struct, rename="camel", kw_only=True):
+    version: str
+    master_id: str
+    cluster_id: str
+    cluster_name: str
+    has_custom_logo: bool
+    strict_job_queue_control: bool
+    rbac_enabled: bool
+    telemetry_enabled: bool
 
 
 @get("/api/v1/master", operation_id="GetMaster", opt=opt(Action.PUBLIC), tags=["cluster"])
-async def get_master(request: AnyRequest) -> dict[str, Any]:
+async def get_master(request: AnyRequest) -> GetMasterResponse:
     rt = runtime_of(request)
-    return {
-        "version": __version__,
-        "masterId": rt.master_id,
-        "clusterId": rt.cluster_id,
-        "clusterName": rt.settings.cluster_name,
-        "hasCustomLogo": False,
-        "strictJobQueueControl": False,
-        "rbacEnabled": False,
-        "telemetryEnabled": False,
-    }
+    return GetMasterResponse(
+        version=__version__,
+        master_id=rt.master_id,
+        cluster_id=rt.cluster_id,
+        cluster_name=rt.settings.cluster_name,
+        has_custom_logo=False,
+        strict_job_queue_control=False,
+        rbac_enabled=False,
+        telemetry_enabled=False,
+    )
 
 
 class MasterConfigResponse(msgspec.Struct, rename="camel", kw_only=True):

@@ -13,9 +13,10 @@ import msgspec
 from litestar import get, patch, post
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of
-from controlplane.master.api.autoscaler_json import describe_json
+from controlplane.master.api.autoscaler_json import PoolDescription, describe
 from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, OrderBy, ResourcePoolQuery, page_limit
-from controlplane.master.api.serializers import experiment_read_json, pagination
+from controlplane.master.api.responses import EmptyResponse
+from controlplane.master.api.serializers import V1Experiment, experiment_read_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import NotFound
 from controlplane.master.http_types import AnyRequest
@@ -32,6 +33,21 @@ from controlplane.master.services.paging import Pagination
 class ResourcePoolsResponse(msgspec.Struct, rename="camel", kw_only=True):
     resource_pools: list[pools_svc.V1ResourcePool]
     pagination: Pagination
+
+
+class V1RBACJob(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1RBACJob: every job is shown in ``full`` (a v1Job, ``services/jobs.job_json``)."""
+
+    full: dict[str, Any]
+
+
+class GetJobsV2Response(msgspec.Struct, rename="camel", kw_only=True):
+    jobs: list[V1RBACJob]
+    pagination: Pagination
+
+
+class PatchExperimentResponse(msgspec.Struct, rename="camel", kw_only=True):
+    experiment: V1Experiment
 
 
 @get("/api/v1/resource-pools", operation_id="GetResourcePools", opt=opt(Action.VIEW), tags=["cluster"])
@@ -56,7 +72,7 @@ async def resource_pools(request: AnyRequest, limit: ListLimit = 0, offset: List
 
 @get("/api/v1/job-queues-v2", operation_id="GetJobsV2", opt=opt(Action.VIEW), tags=["jobs"])
 async def jobs_v2(request: AnyRequest, limit: ListLimit = 100, offset: ListOffset = 0,
-                  resource_pool: ResourcePoolQuery = None, order_by: OrderBy = None) -> dict[str, Any]:
+                  resource_pool: ResourcePoolQuery = None, order_by: OrderBy = None) -> GetJobsV2Response:
     rt = runtime_of(request)
     pool = resource_pool or None
     if pool is not None and rt.settings.pool(pool) is None:
@@ -70,18 +86,18 @@ async def jobs_v2(request: AnyRequest, limit: ListLimit = 100, offset: ListOffse
     for ahead, row in enumerate(rows):
         exp = row.experiment
         if exp is None:  # commands, shells, notebooks and OpenPAI jobs: no progress, the default workspace
-            jobs.append({"full": svc.job_json(row, rt, ahead)})
+            jobs.append(V1RBACJob(full=svc.job_json(row, rt, ahead)))
             continue
         workspace_id = names[exp.project_id].workspace_id if exp.project_id in names else 1
-        jobs.append({"full": svc.job_json(row, rt, ahead, done[exp.id], workspace_id)})
+        jobs.append(V1RBACJob(full=svc.job_json(row, rt, ahead, done[exp.id], workspace_id)))
     if order_by == "ORDER_BY_DESC":
         jobs.reverse()
     page = jobs[offset:offset + page_limit(limit)]
-    return {"jobs": page, "pagination": pagination(offset, limit, len(jobs), len(page))}
+    return GetJobsV2Response(jobs=page, pagination=pagination(offset, limit, len(jobs), len(page)))
 
 
 @post("/api/v1/job-queues", operation_id="UpdateJobQueue", opt=opt(Action.EDIT), tags=["jobs"], status_code=200)
-async def update_job_queue(request: AnyRequest, data: updates.UpdateJobQueueRequest) -> dict[str, Any]:
+async def update_job_queue(request: AnyRequest, data: updates.UpdateJobQueueRequest) -> EmptyResponse:
     """The whole batch is checked before anything changes, then applied in one transaction."""
     rt = runtime_of(request)
     async with rt.orchestrator.transaction() as session:
@@ -90,24 +106,25 @@ async def update_job_queue(request: AnyRequest, data: updates.UpdateJobQueueRequ
         for alloc in to_preempt:  # only once the whole batch has been applied
             rt.orchestrator.request_preemption(alloc, "moved to another resource pool")
     rt.orchestrator.wake()  # the planner sees the new order (and may preempt for it) at once
-    return {}
+    return EmptyResponse()
 
 
 @patch("/api/v1/experiments/{exp_id:int}", operation_id="PatchExperiment", opt=opt(Action.EDIT), tags=["experiments"])
-async def patch_experiment(request: AnyRequest, exp_id: ExperimentId, data: PatchExperimentRequest) -> dict[str, Any]:
+async def patch_experiment(request: AnyRequest, exp_id: ExperimentId,
+                           data: PatchExperimentRequest) -> PatchExperimentResponse:
     read = await changes.patch(runtime_of(request), principal_of(request), exp_id, data)
-    return {"experiment": experiment_read_json(read)}
+    return PatchExperimentResponse(experiment=experiment_read_json(read))
 
 
 @get("/api/v1/resource-pools/{pool_name:str}/autoscaler", operation_id="DescribePoolAutoscaler", opt=opt(Action.VIEW),
      tags=["cluster"])
-async def describe_pool(request: AnyRequest, pool_name: str) -> dict[str, Any]:
+async def describe_pool(request: AnyRequest, pool_name: str) -> PoolDescription:
     """Instances with state, age and agent; what the autoscaler plans next; why it is not scaling."""
     rt = runtime_of(request)
     pool = rt.settings.pool(pool_name)
     if pool is None:
         raise NotFound(f"pool {pool_name!r} not found")
-    return describe_json(rt, pool, await pools_svc.instances_of(rt, pool_name), time.time())
+    return describe(rt, pool, await pools_svc.instances_of(rt, pool_name), time.time())
 
 
 ROUTES = [resource_pools, jobs_v2, update_job_queue, patch_experiment, describe_pool]

@@ -32,6 +32,7 @@ from sqlalchemy import Select
 from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import principal_of, runtime_of
 from controlplane.master.api.paging_params import TrialId
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import TaskLog
 from controlplane.master.errors import BadRequest, NotFound
@@ -60,17 +61,41 @@ Order = Literal["ORDER_BY_ASC", "ORDER_BY_DESC", "ORDER_BY_UNSPECIFIED"]
 Filter = Annotated[list[str] | None, Parameter(max_items=64)]
 
 
-def _entry(row: Any) -> dict[str, Any]:  # a TaskLog or a row of its columns
-    return {
-        "id": str(row.id), "trialId": row.trial_id, "timestamp": iso(row.timestamp),
-        "level": row.level, "message": format_message(row), "log": row.log, "agentId": row.agent_id,
-        "containerId": row.allocation_id, "rankId": row.rank_id, "stdtype": row.stdtype, "source": row.source,
-        "taskId": row.task_id, "allocationId": row.allocation_id,
-    }
+class V1TrialLogsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """One line of a trial's log (Determined's v1TrialLogsResponse)."""
+
+    id: str
+    trial_id: int | None
+    timestamp: str | None
+    level: str
+    message: str
+    log: str
+    agent_id: str
+    container_id: str
+    rank_id: int | None
+    stdtype: str
+    source: str
+    task_id: str
+    allocation_id: str
+
+
+class TrialLogsLine(msgspec.Struct, kw_only=True):
+    """One NDJSON line of the stream."""
+
+    result: V1TrialLogsResponse
+
+
+def _entry(row: Any) -> V1TrialLogsResponse:  # a TaskLog or a row of its columns
+    return V1TrialLogsResponse(
+        id=str(row.id), trial_id=row.trial_id, timestamp=iso(row.timestamp),
+        level=row.level, message=format_message(row), log=row.log, agent_id=row.agent_id,
+        container_id=row.allocation_id, rank_id=row.rank_id, stdtype=row.stdtype, source=row.source,
+        task_id=row.task_id, allocation_id=row.allocation_id,
+    )
 
 
 def _line(row: Any) -> bytes:
-    return _encoder.encode({"result": _entry(row)}) + b"\n"
+    return _encoder.encode(TrialLogsLine(result=_entry(row))) + b"\n"
 
 
 def _error_line(message: str) -> bytes:
@@ -207,10 +232,10 @@ async def trial_logs(
 
 @post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"],
       status_code=200, request_max_body_size=64 * 1024 * 1024)  # up to 10,000 lines
-async def post_logs(request: AnyRequest, data: PostTaskLogsRequest) -> dict[str, Any]:
+async def post_logs(request: AnyRequest, data: PostTaskLogsRequest) -> EmptyResponse:
     """ship_logs.py's path (reference §4.5): a task sends its own lines."""
     await post_task_logs(runtime_of(request), principal_of(request), data)
-    return {}
+    return EmptyResponse()
 
 
 ROUTES = [trial_logs, post_logs]

@@ -14,6 +14,7 @@ from litestar.params import Parameter
 
 from controlplane.master.api.auth_guard import principal_of, require_trial, runtime_of
 from controlplane.master.api.paging_params import Cursor, ExperimentId, Limit, Offset, TrialId
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import BadRequest
@@ -75,37 +76,37 @@ REPORT = opt(Action.TASK_REPORT, ("trial", "trial_id"))
 
 @post("/api/v1/trials/{trial_id:int}/metrics", operation_id="ReportTrialMetrics", opt=REPORT, tags=["trials"],
       status_code=200)
-async def report_metrics(request: AnyRequest, trial_id: TrialId, data: svc.ReportTrialMetricsRequest) -> dict[str, Any]:
+async def report_metrics(request: AnyRequest, trial_id: TrialId, data: svc.ReportTrialMetricsRequest) -> EmptyResponse:
     report = svc.single_report(data)
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/trials/{trial_id:int}/metrics/batch", operation_id="ReportTrialMetricsBatch", opt=REPORT,
       tags=["trials"], status_code=200, dto=TypedBody[svc.ReportBatchRequest], return_dto=None,
       request_max_body_size=64 * 1024 * 1024)  # up to 100,000 reports
-async def report_metrics_batch(request: AnyRequest, trial_id: TrialId, data: svc.ReportBatchRequest) -> dict[str, Any]:
+async def report_metrics_batch(request: AnyRequest, trial_id: TrialId, data: svc.ReportBatchRequest) -> EmptyResponse:
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, svc.batch_reports(data))
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/trials/{trial_id:int}/training_metrics", operation_id="ReportTrialTrainingMetrics", opt=REPORT,
       tags=["trials"], status_code=200)
-async def report_training(request: AnyRequest, trial_id: TrialId, data: svc.TrainingMetricsRequest) -> dict[str, Any]:
+async def report_training(request: AnyRequest, trial_id: TrialId, data: svc.TrainingMetricsRequest) -> EmptyResponse:
     """Determined's older per-group endpoint: ``{"trainingMetrics": v1TrialMetrics}``."""
     report = svc.to_report(data.training_metrics, "training", "trainingMetrics")
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/trials/{trial_id:int}/validation_metrics", operation_id="ReportTrialValidationMetrics", opt=REPORT,
       tags=["trials"], status_code=200)
 async def report_validation(request: AnyRequest, trial_id: TrialId,
-                            data: svc.ValidationMetricsRequest) -> dict[str, Any]:
+                            data: svc.ValidationMetricsRequest) -> EmptyResponse:
     """Determined's older per-group endpoint: ``{"validationMetrics": v1TrialMetrics}``."""
     report = svc.to_report(data.validation_metrics, "validation", "validationMetrics")
     await svc.store_reports(runtime_of(request), principal_of(request), trial_id, [report])
-    return {}
+    return EmptyResponse()
 
 
 @get("/api/v1/trials/{trial_id:int}/metrics", operation_id="GetTrialMetrics",
@@ -129,27 +130,27 @@ async def workloads(request: AnyRequest, trial_id: TrialId, limit: Limit = 1000,
 
 @post("/api/v1/trials/{trial_id:int}/progress", operation_id="ReportTrialProgress", opt=REPORT, tags=["trials"],
       status_code=200)
-async def report_progress(request: AnyRequest, trial_id: TrialId, data: ProgressRequest) -> dict[str, Any]:
+async def report_progress(request: AnyRequest, trial_id: TrialId, data: ProgressRequest) -> EmptyResponse:
     await reports.set_progress(runtime_of(request), principal_of(request), trial_id, data.progress)
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/trials/{trial_id:int}/runner/metadata", operation_id="UpdateTrialRunnerMetadata", opt=REPORT,
       tags=["trials"], status_code=200)
-async def runner_metadata(request: AnyRequest, trial_id: TrialId, data: RunnerMetadataRequest) -> dict[str, Any]:
+async def runner_metadata(request: AnyRequest, trial_id: TrialId, data: RunnerMetadataRequest) -> EmptyResponse:
     await reports.set_runner_state(runtime_of(request), principal_of(request), trial_id, data.state)
-    return {}
+    return EmptyResponse()
 
 
 @post("/api/v1/trials/{trial_id:int}/early_exit", operation_id="ReportTrialEarlyExit", opt=REPORT, tags=["trials"],
       status_code=200)
-async def early_exit(request: AnyRequest, trial_id: TrialId, data: EarlyExitRequest) -> dict[str, Any]:
+async def early_exit(request: AnyRequest, trial_id: TrialId, data: EarlyExitRequest) -> EmptyResponse:
     """Once per trial; the same reason again is a no-op (a retried request), another one a 409."""
     reason = data.reason or (data.early_exit.reason if data.early_exit else None)
     if reason is None:
         raise BadRequest("reason: required")
     await reports.early_exit(runtime_of(request), principal_of(request), trial_id, reason)
-    return {}
+    return EmptyResponse()
 
 
 @get("/api/v1/experiments/{exp_id:int}/searcher/best_searcher_validation_metric",

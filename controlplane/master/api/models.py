@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import delete, get, patch, post
 from litestar.params import QueryParameter
 
@@ -24,18 +25,43 @@ from controlplane.master.api.params import (
     page_limit,
 )
 from controlplane.master.api.requests import path_int
-from controlplane.master.api.serializers import model_json, model_version_json, pagination
+from controlplane.master.api.responses import EmptyResponse
+from controlplane.master.api.serializers import V1Model, V1ModelVersion, model_json, model_version_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import models as svc
+from controlplane.master.services.paging import Pagination
 
 MODEL = "/api/v1/models/{name:str}"
 VERSION = "/api/v1/models/{name:str}/versions/{number:int}"
 TextList = Annotated[list[str] | None, QueryParameter(max_items=1000)]
 
 
-def _page(items: list[Any], offset: int, limit: int) -> tuple[list[Any], dict[str, Any]]:
+class ModelResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """PostModel, GetModel and PatchModel's answer."""
+
+    model: V1Model
+
+
+class GetModelsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    models: list[V1Model]
+    pagination: Pagination
+
+
+class ModelVersionResponse(msgspec.Struct, rename="camel", kw_only=True):
+    """PostModelVersion, GetModelVersion and PatchModelVersion's answer."""
+
+    model_version: V1ModelVersion
+
+
+class GetModelVersionsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    model: V1Model
+    model_versions: list[V1ModelVersion]
+    pagination: Pagination
+
+
+def _page(items: list[Any], offset: int, limit: int) -> tuple[list[Any], Pagination]:
     total = len(items)
     page = items[offset:offset + page_limit(limit)]
     return page, pagination(offset, limit, total, len(page))
@@ -53,9 +79,9 @@ def _texts(values: list[str] | None, name: str) -> list[str]:
 
 
 @post("/api/v1/models", operation_id="PostModel", opt=opt(Action.CREATE), tags=["models"], status_code=200)
-async def create_model(request: AnyRequest, data: svc.PostModelRequest) -> dict[str, Any]:
+async def create_model(request: AnyRequest, data: svc.PostModelRequest) -> ModelResponse:
     view = await svc.create_model(runtime_of(request), user_of(request), data)
-    return {"model": model_json(view)}
+    return ModelResponse(model=model_json(view))
 
 
 @get("/api/v1/models", operation_id="GetModels", opt=opt(Action.VIEW), tags=["models"])
@@ -66,7 +92,7 @@ async def list_models(
     user_ids: Annotated[list[str] | None, QueryParameter(name="userIds", max_items=1000)] = None,
     workspace_names: Annotated[list[str] | None, QueryParameter(name="workspaceNames", max_items=1000)] = None,
     workspace_ids: Annotated[list[str] | None, QueryParameter(name="workspaceIds", max_items=1000)] = None,
-) -> dict[str, Any]:
+) -> GetModelsResponse:
     ids = _ints(id, "id")
     flt = svc.ModelFilter(name=name or None, description=description or None,
                           model_id=ids[0] if ids else None, archived=archived, labels=_texts(labels, "labels"),
@@ -75,57 +101,59 @@ async def list_models(
                           workspace_ids=_ints(workspace_ids, "workspaceIds"))
     views = await svc.list_models(runtime_of(request), flt, sort_by, order_by)
     page, pages = _page(views, offset, limit)
-    return {"models": [model_json(v) for v in page], "pagination": pages}
+    return GetModelsResponse(models=[model_json(v) for v in page], pagination=pages)
 
 
 @get(MODEL, operation_id="GetModel", opt=opt(Action.VIEW), tags=["models"])
-async def get_model(request: AnyRequest, name: ModelRef) -> dict[str, Any]:
-    return {"model": model_json(await svc.get_model(runtime_of(request), name))}
+async def get_model(request: AnyRequest, name: ModelRef) -> ModelResponse:
+    return ModelResponse(model=model_json(await svc.get_model(runtime_of(request), name)))
 
 
 @patch(MODEL, operation_id="PatchModel", opt=opt(Action.EDIT), tags=["models"])
-async def patch_model(request: AnyRequest, name: ModelRef, data: svc.PatchModel) -> dict[str, Any]:
+async def patch_model(request: AnyRequest, name: ModelRef, data: svc.PatchModel) -> ModelResponse:
     view = await svc.patch_model(runtime_of(request), principal_of(request), name, data)
-    return {"model": model_json(view)}
+    return ModelResponse(model=model_json(view))
 
 
 @delete(MODEL, operation_id="DeleteModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def delete_model(request: AnyRequest, name: ModelRef) -> dict[str, Any]:
+async def delete_model(request: AnyRequest, name: ModelRef) -> EmptyResponse:
     await svc.delete_model(runtime_of(request), principal_of(request), name)
-    return {}
+    return EmptyResponse()
 
 
 @post(MODEL + "/versions", operation_id="PostModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def register_version(request: AnyRequest, name: ModelRef, data: svc.PostModelVersionRequest) -> dict[str, Any]:
+async def register_version(request: AnyRequest, name: ModelRef,
+                           data: svc.PostModelVersionRequest) -> ModelVersionResponse:
     view = await svc.register_version(runtime_of(request), user_of(request), name, data)
-    return {"modelVersion": model_version_json(view)}
+    return ModelVersionResponse(model_version=model_version_json(view))
 
 
 @get(MODEL + "/versions", operation_id="GetModelVersions", opt=opt(Action.VIEW), tags=["models"])
 async def list_versions(request: AnyRequest, name: ModelRef, limit: ListLimit = 0, offset: ListOffset = 0,
-                        sort_by: SortBy = None, order_by: OrderBy = None) -> dict[str, Any]:
+                        sort_by: SortBy = None, order_by: OrderBy = None) -> GetModelVersionsResponse:
     model, versions = await svc.list_versions(runtime_of(request), name, sort_by, order_by)
     page, pages = _page(versions, offset, limit)
-    return {"model": model_json(model), "modelVersions": [model_version_json(v) for v in page], "pagination": pages}
+    return GetModelVersionsResponse(model=model_json(model), model_versions=[model_version_json(v) for v in page],
+                                    pagination=pages)
 
 
 @get(VERSION, operation_id="GetModelVersion", opt=opt(Action.VIEW), tags=["models"])
-async def get_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
+async def get_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> ModelVersionResponse:
     view = await svc.get_version(runtime_of(request), name, number)
-    return {"modelVersion": model_version_json(view)}
+    return ModelVersionResponse(model_version=model_version_json(view))
 
 
 @patch(VERSION, operation_id="PatchModelVersion", opt=opt(Action.EDIT), tags=["models"])
 async def patch_version(request: AnyRequest, name: ModelRef, number: VersionNumber,
-                        data: svc.PatchModelVersion) -> dict[str, Any]:
+                        data: svc.PatchModelVersion) -> ModelVersionResponse:
     view = await svc.patch_version(runtime_of(request), principal_of(request), name, number, data)
-    return {"modelVersion": model_version_json(view)}
+    return ModelVersionResponse(model_version=model_version_json(view))
 
 
 @delete(VERSION, operation_id="DeleteModelVersion", opt=opt(Action.EDIT), tags=["models"], status_code=200)
-async def delete_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> dict[str, Any]:
+async def delete_version(request: AnyRequest, name: ModelRef, number: VersionNumber) -> EmptyResponse:
     await svc.delete_version(runtime_of(request), principal_of(request), name, number)
-    return {}
+    return EmptyResponse()
 
 
 ROUTES = [create_model, list_models, get_model, patch_model, delete_model, register_version, list_versions,

@@ -8,12 +8,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from controlplane.common.floats import decode_nonfinite
 from controlplane.common.timeutil import iso
 from controlplane.config.stored import searcher_of
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
 from controlplane.master.redaction import redact_config, redact_yaml_text
 from controlplane.master.services.experiment_changes import active_config
+from controlplane.master.services.paging import Pagination
 
 if TYPE_CHECKING:
     from controlplane.master.services.experiment_reads import ExperimentRead
@@ -21,8 +25,10 @@ if TYPE_CHECKING:
     from controlplane.master.services.workspaces import ProjectNames
 
 
-def pagination(offset: int, limit: int, total: int, count: int) -> dict[str, Any]:
-    return {"offset": offset, "limit": limit, "startIndex": offset, "endIndex": offset + count, "total": total}
+def pagination(offset: int, limit: int, total: int, count: int) -> Pagination:
+    """Determined's v1Pagination with ``total`` as given (``services/paging.pagination`` raises it
+    to the page's end)."""
+    return Pagination(offset=offset, limit=limit, start_index=offset, end_index=offset + count, total=total)
 
 
 def config_json(exp: Experiment) -> dict[str, Any]:
@@ -31,43 +37,74 @@ def config_json(exp: Experiment) -> dict[str, Any]:
     return redact_config(active_config(exp))
 
 
+class V1Experiment(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1Experiment."""
+
+    id: int
+    name: str
+    description: str
+    labels: list[str]
+    state: str
+    archived: bool
+    config: dict[str, Any]  # the user's config (redacted)
+    original_config: str
+    job_id: str
+    num_trials: int
+    trial_ids: list[int]
+    project_id: int
+    project_owner_id: int
+    workspace_id: int
+    workspace_name: str
+    project_name: str
+    searcher_type: str
+    start_time: str | None
+    end_time: str | None
+    username: str
+    user_id: int
+    progress: float
+    resource_pool: str
+    notes: str
+    parent_archived: bool
+    unmanaged: bool
+
+
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
-                    project: ProjectNames | None = None, *, original: bool = True) -> dict[str, Any]:
+                    project: ProjectNames | None = None, *, original: bool = True) -> V1Experiment:
     """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event.
     ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out.
     ``original``: False in lists, whose rows leave the submitted YAML (up to ``max_config_bytes``) empty
     and do not load it (GetExperiment carries it)."""
-    return {
-        "id": exp.id,
-        "name": exp.name,
-        "description": exp.description,
-        "labels": list(exp.labels or []),
-        "state": f"STATE_{exp.state}",
-        "archived": exp.archived,
-        "config": redact_config(active_config(exp)),
-        "originalConfig": redact_yaml_text(exp.original_config, exp.config) if original else "",
-        "jobId": exp.job_id,
-        "numTrials": len(trial_ids),
-        "trialIds": trial_ids,
-        "projectId": project.project_id if project else 1,
-        "projectOwnerId": project.project_owner_id if project else 1,
-        "workspaceId": project.workspace_id if project else 1,
-        "workspaceName": project.workspace_name if project else "Uncategorized",
-        "projectName": project.project_name if project else "Uncategorized",
-        "searcherType": exp.searcher_type,
-        "startTime": iso(exp.start_time),
-        "endTime": iso(exp.end_time),
-        "username": username,
-        "userId": exp.owner_id,
-        "progress": exp.progress if progress is None else progress,
-        "resourcePool": exp.resource_pool,
-        "notes": exp.notes,
-        "parentArchived": False,
-        "unmanaged": False,
-    }
+    return V1Experiment(
+        id=exp.id,
+        name=exp.name,
+        description=exp.description,
+        labels=list(exp.labels or []),
+        state=f"STATE_{exp.state}",
+        archived=exp.archived,
+        config=redact_config(active_config(exp)),
+        original_config=redact_yaml_text(exp.original_config, exp.config) if original else "",
+        job_id=exp.job_id,
+        num_trials=len(trial_ids),
+        trial_ids=trial_ids,
+        project_id=project.project_id if project else 1,
+        project_owner_id=project.project_owner_id if project else 1,
+        workspace_id=project.workspace_id if project else 1,
+        workspace_name=project.workspace_name if project else "Uncategorized",
+        project_name=project.project_name if project else "Uncategorized",
+        searcher_type=exp.searcher_type,
+        start_time=iso(exp.start_time),
+        end_time=iso(exp.end_time),
+        username=username,
+        user_id=exp.owner_id,
+        progress=exp.progress if progress is None else progress,
+        resource_pool=exp.resource_pool,
+        notes=exp.notes,
+        parent_archived=False,
+        unmanaged=False,
+    )
 
 
-def experiment_read_json(read: ExperimentRead, *, original: bool = True) -> dict[str, Any]:
+def experiment_read_json(read: ExperimentRead, *, original: bool = True) -> V1Experiment:
     """An experiment as ``services/experiment_reads.py`` read it (owner, trials, progress, project)."""
     return experiment_json(read.exp, read.username, read.trial_ids, read.progress, read.project, original=original)
 
@@ -77,40 +114,75 @@ def _searcher_metric(exp_config: dict[str, Any]) -> tuple[str, bool]:
     return s.metric, s.smaller_is_better
 
 
-def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: dict[str, Any] | None = None,
-               latest_validation: dict[str, Any] | None = None,
-               summary_metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+class V1Metrics(msgspec.Struct, rename="camel", kw_only=True):
+    avg_metrics: dict[str, Any]  # as reported
+    batch_metrics: list[dict[str, Any]] | None = None
+
+
+class V1MetricsWorkload(msgspec.Struct, rename="camel", kw_only=True):
+    """A trial's ``bestValidation`` / ``latestValidation``; ``searcherMetric`` only in the best one."""
+
+    total_batches: int
+    end_time: str | None
+    metrics: V1Metrics
+    num_inputs: int
+    searcher_metric: Any | UnsetType = UNSET
+
+
+class V1Trial(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's trialv1Trial; the validations and ``summaryMetrics`` only where known."""
+
+    id: int
+    experiment_id: int
+    hparams: dict[str, Any]  # the user's hyperparameters
+    restarts: int
+    run_id: int
+    start_time: str | None
+    end_time: str | None
+    state: str
+    total_batches_processed: int
+    runner_state: str
+    task_id: str
+    task_ids: list[str]
+    searcher_metric_value: float | None
+    latest_checkpoint_uuid: str | None
+    seed: int
+    progress: float
+    best_validation: V1MetricsWorkload | UnsetType = UNSET
+    latest_validation: V1MetricsWorkload | UnsetType = UNSET
+    summary_metrics: dict[str, Any] | UnsetType = UNSET
+
+
+def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: V1MetricsWorkload | None = None,
+               latest_validation: V1MetricsWorkload | None = None,
+               summary_metrics: dict[str, Any] | None = None) -> V1Trial:
     """``summaryMetrics`` only where the caller computed it (one trial: ``services/metric_reads.py``)."""
-    out = {
-        "id": trial.id,
-        "experimentId": trial.experiment_id,
-        "hparams": trial.hparams,
-        "restarts": trial.restarts,
-        "runId": trial.run_id,
-        "startTime": iso(trial.start_time),
-        "endTime": iso(trial.end_time),
-        "state": f"STATE_{trial.state}",
-        "totalBatchesProcessed": trial.total_batches,
-        "runnerState": trial.runner_state,
-        "taskId": trial.task_id,
-        "taskIds": [trial.task_id],
-        "searcherMetricValue": trial.searcher_metric_value,
-        "latestCheckpointUuid": trial.latest_checkpoint,
-        "seed": trial.seed,
-        "progress": trial.progress,
-    }
-    if best_validation is not None:
-        out["bestValidation"] = best_validation
-    if latest_validation is not None:
-        out["latestValidation"] = latest_validation
-    if summary_metrics is not None:
-        out["summaryMetrics"] = summary_metrics
-    return out
+    return V1Trial(
+        id=trial.id,
+        experiment_id=trial.experiment_id,
+        hparams=trial.hparams,
+        restarts=trial.restarts,
+        run_id=trial.run_id,
+        start_time=iso(trial.start_time),
+        end_time=iso(trial.end_time),
+        state=f"STATE_{trial.state}",
+        total_batches_processed=trial.total_batches,
+        runner_state=trial.runner_state,
+        task_id=trial.task_id,
+        task_ids=[trial.task_id],
+        searcher_metric_value=trial.searcher_metric_value,
+        latest_checkpoint_uuid=trial.latest_checkpoint,
+        seed=trial.seed,
+        progress=trial.progress,
+        best_validation=UNSET if best_validation is None else best_validation,
+        latest_validation=UNSET if latest_validation is None else latest_validation,
+        summary_metrics=UNSET if summary_metrics is None else summary_metrics,
+    )
 
 
-def metrics_summary(steps: int, avg: dict[str, Any], report_time: datetime | None) -> dict[str, Any]:
-    return {"totalBatches": steps, "endTime": iso(report_time),
-            "metrics": {"avgMetrics": decode_for_wire(avg), "batchMetrics": None}, "numInputs": 0}
+def metrics_summary(steps: int, avg: dict[str, Any], report_time: datetime | None) -> V1MetricsWorkload:
+    return V1MetricsWorkload(total_batches=steps, end_time=iso(report_time),
+                             metrics=V1Metrics(avg_metrics=decode_for_wire(avg), batch_metrics=None), num_inputs=0)
 
 
 def decode_for_wire(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -118,33 +190,73 @@ def decode_for_wire(metrics: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+class V1AvgMetrics(msgspec.Struct, rename="camel", kw_only=True):
+    avg_metrics: dict[str, Any]  # as reported
+
+
+class V1CheckpointTraining(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1CheckpointTrainingMetadata: ``{}`` for a checkpoint no trial wrote."""
+
+    trial_id: int | UnsetType = UNSET
+    experiment_id: int | None | UnsetType = UNSET
+    experiment_config: dict[str, Any] | UnsetType = UNSET  # the user's config (redacted)
+    hparams: dict[str, Any] | None | UnsetType = UNSET
+    training_metrics: V1AvgMetrics | UnsetType = UNSET
+    validation_metrics: V1AvgMetrics | UnsetType = UNSET
+    searcher_metric: float | None | UnsetType = UNSET
+
+
+class V1CheckpointDeletion(msgspec.Struct, rename="camel", kw_only=True):
+    """Ours: why the checkpoint's files are being (or were) deleted, and the last failure."""
+
+    reason: str
+    error: str | None
+    attempts: int
+
+
+class V1Checkpoint(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1Checkpoint; ``digests`` (sha256 per file) and ``deletion`` are ours, only where known."""
+
+    uuid: str
+    task_id: str
+    allocation_id: str
+    report_time: str | None
+    resources: dict[str, str]
+    metadata: dict[str, Any]  # the user's
+    state: str
+    training: V1CheckpointTraining
+    storage_id: int | None = None
+    digests: dict[str, Any] | UnsetType = UNSET
+    deletion: V1CheckpointDeletion | UnsetType = UNSET
+
+
 def checkpoint_json(ckpt: Checkpoint, exp_config: dict[str, Any] | None,
-                    validation_metrics: dict[str, Any] | None) -> dict[str, Any]:
-    training: dict[str, Any] = {}
+                    validation_metrics: dict[str, Any] | None) -> V1Checkpoint:
+    training = V1CheckpointTraining()
     if ckpt.trial_id is not None:
-        training = {
-            "trialId": ckpt.trial_id,
-            "experimentId": ckpt.experiment_id,
-            "experimentConfig": redact_config(exp_config or {}),
-            "hparams": None,
-            "trainingMetrics": {"avgMetrics": {}},
-            "validationMetrics": {"avgMetrics": validation_metrics or {}},
-            "searcherMetric": _searcher_value(exp_config, validation_metrics),
-        }
-    return {
-        "uuid": ckpt.uuid,
-        "taskId": ckpt.task_id,
-        "allocationId": ckpt.allocation_id,
-        "reportTime": iso(ckpt.report_time),
-        "resources": {k: str(v) for k, v in (ckpt.resources or {}).items()},
-        "metadata": ckpt.metadata_ or {},
-        "state": ckpt.state,
-        "training": training,
-        "storageId": None,
-        **({"digests": ckpt.digests} if ckpt.digests is not None else {}),  # ours: sha256 per file
-        **({"deletion": {"reason": ckpt.delete_reason, "error": ckpt.delete_error or None,
-                         "attempts": ckpt.delete_attempts}} if ckpt.delete_reason else {}),
-    }
+        training = V1CheckpointTraining(
+            trial_id=ckpt.trial_id,
+            experiment_id=ckpt.experiment_id,
+            experiment_config=redact_config(exp_config or {}),
+            hparams=None,
+            training_metrics=V1AvgMetrics(avg_metrics={}),
+            validation_metrics=V1AvgMetrics(avg_metrics=validation_metrics or {}),
+            searcher_metric=_searcher_value(exp_config, validation_metrics),
+        )
+    return V1Checkpoint(
+        uuid=ckpt.uuid,
+        task_id=ckpt.task_id,
+        allocation_id=ckpt.allocation_id,
+        report_time=iso(ckpt.report_time),
+        resources={k: str(v) for k, v in (ckpt.resources or {}).items()},
+        metadata=ckpt.metadata_ or {},
+        state=ckpt.state,
+        training=training,
+        storage_id=None,
+        digests=ckpt.digests if ckpt.digests is not None else UNSET,
+        deletion=(V1CheckpointDeletion(reason=ckpt.delete_reason, error=ckpt.delete_error or None,
+                                       attempts=ckpt.delete_attempts) if ckpt.delete_reason else UNSET),
+    )
 
 
 def _searcher_value(exp_config: dict[str, Any] | None, validation_metrics: dict[str, Any] | None) -> float | None:
@@ -155,42 +267,76 @@ def _searcher_value(exp_config: dict[str, Any] | None, validation_metrics: dict[
     return value if isinstance(value, (int, float)) else None
 
 
-def model_json(view: ModelView) -> dict[str, Any]:
-    """v1Model: the client requires id, name, creationTime, lastUpdatedTime, metadata, numVersions,
-    userId, username, archived and workspaceId."""
+class V1Model(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1Model: the client requires id, name, creationTime, lastUpdatedTime, metadata,
+    numVersions, userId, username, archived and workspaceId."""
+
+    id: int
+    name: str
+    description: str
+    notes: str
+    metadata: dict[str, Any]  # the user's
+    labels: list[str]
+    creation_time: str | None
+    last_updated_time: str | None
+    num_versions: int
+    username: str
+    user_id: int
+    archived: bool
+    workspace_id: int
+
+
+def model_json(view: ModelView) -> V1Model:
     m = view.model
-    return {
-        "id": m.id,
-        "name": m.name,
-        "description": m.description,
-        "notes": m.notes,
-        "metadata": m.metadata_ or {},
-        "labels": list(m.labels or []),
-        "creationTime": iso(m.created_at),
-        "lastUpdatedTime": iso(m.updated_at),
-        "numVersions": view.num_versions,
-        "username": view.username,
-        "userId": m.owner_id,
-        "archived": m.archived,
-        "workspaceId": 1,
-    }
+    return V1Model(
+        id=m.id,
+        name=m.name,
+        description=m.description,
+        notes=m.notes,
+        metadata=m.metadata_ or {},
+        labels=list(m.labels or []),
+        creation_time=iso(m.created_at),
+        last_updated_time=iso(m.updated_at),
+        num_versions=view.num_versions,
+        username=view.username,
+        user_id=m.owner_id,
+        archived=m.archived,
+        workspace_id=1,
+    )
 
 
-def model_version_json(view: VersionView) -> dict[str, Any]:
-    """v1ModelVersion: a full v1Checkpoint and v1Model embedded (both required by the client)."""
+class V1ModelVersion(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1ModelVersion: a full v1Checkpoint and v1Model embedded (both required by the client)."""
+
+    id: int
+    version: int
+    model: V1Model
+    checkpoint: V1Checkpoint
+    name: str
+    comment: str
+    notes: str
+    metadata: dict[str, Any]  # the user's
+    labels: list[str]
+    username: str
+    user_id: int
+    creation_time: str | None
+    last_updated_time: str | None
+
+
+def model_version_json(view: VersionView) -> V1ModelVersion:
     v = view.version
-    return {
-        "id": v.id,
-        "version": v.version,
-        "model": model_json(view.model),
-        "checkpoint": checkpoint_json(view.checkpoint, view.experiment_config, view.validation),
-        "name": v.name,
-        "comment": v.comment,
-        "notes": v.notes,
-        "metadata": v.metadata_ or {},
-        "labels": list(v.labels or []),
-        "username": view.username,
-        "userId": v.owner_id,
-        "creationTime": iso(v.created_at),
-        "lastUpdatedTime": iso(v.updated_at),
-    }
+    return V1ModelVersion(
+        id=v.id,
+        version=v.version,
+        model=model_json(view.model),
+        checkpoint=checkpoint_json(view.checkpoint, view.experiment_config, view.validation),
+        name=v.name,
+        comment=v.comment,
+        notes=v.notes,
+        metadata=v.metadata_ or {},
+        labels=list(v.labels or []),
+        username=view.username,
+        user_id=v.owner_id,
+        creation_time=iso(v.created_at),
+        last_updated_time=iso(v.updated_at),
+    )

@@ -16,6 +16,7 @@ from litestar.params import Parameter, QueryParameter
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import ListLimit, ListOffset, OrderBy, QueryText, SortBy
 from controlplane.master.api.requests import path_int
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
@@ -73,9 +74,9 @@ async def patch_config(request: AnyRequest, template_name: TemplateName, data: d
 
 
 @delete(TEMPLATE, operation_id="DeleteTemplate", opt=opt(Action.EDIT), tags=["templates"], status_code=200)
-async def delete_template(request: AnyRequest, template_name: TemplateName) -> dict[str, Any]:
+async def delete_template(request: AnyRequest, template_name: TemplateName) -> EmptyResponse:
     await svc.delete_template(runtime_of(request), principal_of(request), template_name)
-    return {}
+    return EmptyResponse()
 
 
 ROUTES = [list_templates, get_template, create_template, put_template, patch_config, delete_template]

@@ -6,13 +6,14 @@ the rules); every body is a msgspec Struct decoded by Litestar at the edge.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 from litestar import get, patch, post
 from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
@@ -42,13 +43,13 @@ async def login(request: AnyRequest, data: LoginRequest) -> LoginResponse:
 
 
 @post("/api/v1/auth/logout", operation_id="Logout", opt=opt(Action.PUBLIC), tags=["auth"], status_code=200)
-async def logout(request: AnyRequest) -> dict[str, Any]:
+async def logout(request: AnyRequest) -> EmptyResponse:
     token = bearer_token(request.headers.get("authorization"))
     if token:
         async with runtime_of(request).sessions.begin() as session:
             await auth.logout(session, token)
         runtime_of(request).tokens.users.drop(token_hash(token))
-    return {}
+    return EmptyResponse()
 
 
 @get("/api/v1/me", operation_id="GetMe", opt=opt(Action.SIGNED_IN), tags=["auth"])
