@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from controlplane.config.harness_view import harness_config
+from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
+from controlplane.master.orchestration import gang, rendezvous
+from controlplane.master.orchestration.spread_network import SpreadNetwork
+from controlplane.scheduler.environment import Image
 from controlplane.wire import agent_protocol as wire
 
 
@@ -81,3 +86,34 @@ def readable_checkpoints(exp: Experiment, latest: Checkpoint | None) -> list[str
     if source is not None and source not in uuids:
         uuids.append(source)
     return uuids
+
+
+def gang_start_messages(base: Callable[[], wire.StartTask], alloc: Allocation, network: SpreadNetwork | None,
+                        environment_of: Callable[[str], str]) -> list[tuple[str, wire.StartTask]]:
+    """(agent, StartTask) for each rank of the placed allocation, its ports and addresses recorded
+    (``rendezvous.assign``): ``base()`` makes a rank's message before its rank's part is set;
+    ``environment_of`` picks the task environment an agent runs it in."""
+    ranks = sorted(gang.resources_of(alloc), key=lambda r: r.rank)
+    info = rendezvous.info(alloc)
+    ssh_key = rendezvous.new_ssh_key() if len(ranks) > 1 else ""
+    out = []
+    for r in ranks:
+        msg = base()
+        msg.slot_ids = list(r.slot_ids)
+        msg.env["DET_RESOURCES_ID"] = rendezvous.resources_id(alloc.id, r.rank)
+        msg.rank, msg.container_addrs = r.rank, info["container_addrs"]
+        msg.container_slot_counts = info["container_slot_counts"]
+        msg.chief_port, msg.dist_ports = info["chief_port"], info["dist_ports"]
+        msg.ssh_ports, msg.ssh_key = info["ssh_ports"], ssh_key
+        # its own network: on one agent, or spread over agents that all make task networks
+        msg.network = alloc.id if len(ranks) == 1 or network is not None else ""
+        msg.overlay = network.for_agent(r.agent_id) if network is not None else None
+        msg.environment = environment_of(r.agent_id)
+        out.append((r.agent_id, msg))
+    return out
+
+
+def environment_on(image: Image, connections: Mapping[str, AgentConnection], agent_id: str) -> str:
+    """The task environment of ``image`` for the agent's slot type (CPU when it is gone)."""
+    conn = connections.get(agent_id)
+    return image.for_slot_type(conn.slot_type if conn else "cpu")

@@ -9,6 +9,7 @@ settles). The loop ticks on demand (``wake()``) and at least every half second.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -31,7 +32,7 @@ from controlplane.master.orchestration import (
     snapshot,
     spread_network,
 )
-from controlplane.master.orchestration.dispatch import start_message
+from controlplane.master.orchestration.dispatch import environment_on, gang_start_messages, start_message
 from controlplane.master.orchestration.transitions import move
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler import planner
@@ -586,26 +587,11 @@ class Orchestrator:
             token = lifecycle.mint_token(alloc)
             where = ", ".join(f"{agent} slots {list(slots)}" for agent, slots in placement.resources)
             move(session, alloc, A.ASSIGNED, f"placed on {where}")
-            rendezvous.assign(alloc, [addresses.get(agent, rendezvous.DEFAULT_ADDRESS)
-                                      for agent, _ in placement.resources], used_ports)
-            network = spread_network.plan([agent for agent, _ in placement.resources], endpoints)
-            if network is not None:
-                rendezvous.join_network(alloc, network)
-            gang_info = rendezvous.info(alloc)
-            ssh_key = rendezvous.new_ssh_key() if len(placement.resources) > 1 else ""
-            image = snapshot.experiment_image(exp)
-            for rank, (agent_id, slots) in enumerate(placement.resources):
-                msg = start_message(exp, trial, alloc, owner or "determined", self.rt.cluster_id, latest, token,
-                                    self.rt.settings.kill_grace_s)
-                msg.slot_ids = list(slots)
-                msg.env["DET_RESOURCES_ID"] = rendezvous.resources_id(alloc.id, rank)
-                msg.rank, msg.container_addrs = rank, gang_info["container_addrs"]
-                msg.container_slot_counts = gang_info["container_slot_counts"]
-                msg.chief_port, msg.dist_ports = gang_info["chief_port"], gang_info["dist_ports"]
-                msg.ssh_ports, msg.ssh_key = gang_info["ssh_ports"], ssh_key
-                # its own network: on one agent, or spread over agents that all make task networks
-                msg.network = alloc.id if len(placement.resources) == 1 or network is not None else ""
-                msg.overlay = network.for_agent(agent_id) if network is not None else None
-                conn = self.rt.hub.connections.get(agent_id)
-                msg.environment = image.for_slot_type(conn.slot_type if conn else "cpu")
+            agents = [agent for agent, _ in placement.resources]
+            rendezvous.assign(alloc, [addresses.get(agent, rendezvous.DEFAULT_ADDRESS) for agent in agents], used_ports)
+            network = rendezvous.join_network(alloc, spread_network.plan(agents, endpoints))
+            base = functools.partial(start_message, exp, trial, alloc, owner or "determined", self.rt.cluster_id,
+                                     latest, token, self.rt.settings.kill_grace_s)
+            environment_of = functools.partial(environment_on, snapshot.experiment_image(exp), self.rt.hub.connections)
+            for agent_id, msg in gang_start_messages(base, alloc, network, environment_of):
                 self.send_after_commit(agent_id, msg)

@@ -92,11 +92,13 @@ def assign(alloc: Allocation, addresses: list[str], used: dict[str, set[int]]) -
     gang.set_resources(alloc, resources)
 
 
-def join_network(alloc: Allocation, network: SpreadNetwork) -> None:
+def join_network(alloc: Allocation, network: SpreadNetwork | None) -> SpreadNetwork | None:
     """The ranks reach each other in ``network`` (at their agents' addresses there), not on their
-    hosts' network; their ports stay booked on their hosts' addresses."""
-    gang.set_resources(alloc, [msgspec.structs.replace(r, network_address=network.address_of(r.agent_id))
-                               for r in gang.resources_of(alloc)])
+    hosts' network (None: on it); their ports stay booked on their hosts' addresses."""
+    if network is not None:
+        gang.set_resources(alloc, [msgspec.structs.replace(r, network_address=network.address_of(r.agent_id))
+                                   for r in gang.resources_of(alloc)])
+    return network
 
 
 def resources_id(alloc_id: str, rank: int) -> str:
