@@ -43,6 +43,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
     limits = (f", min {info['minInstances']} / max {info['maxInstances']} instances"
               if info.get("autoscaling") else " (no autoscaling)")
     print(f"Pool {info['pool']}: provider {info.get('provider') or 'static'}{limits}; spent ${info['spentUsd']:.2f}")
+    shapes = info.get("shapes") or []
+    if shapes:
+        now = ", ".join(f"{sh['count']} × {sh['instanceType']} ({'spot' if sh['spot'] else 'on-demand'}, "
+                        f"${sh['pricePerHour']:g}/h)" for sh in shapes)
+        print(f"Burning ${info.get('burnUsdPerHour', 0):.2f}/h now: {now}")
     rows = [[i["id"], i["state"], i["instanceType"], i["zone"], "spot" if i["spot"] else "on-demand",
              f"{i['ageSeconds']:.0f}s", i["agentId"] or "-", f"${i['costUsd']:.4f}", i["reason"]]
             for i in info.get("instances") or []]

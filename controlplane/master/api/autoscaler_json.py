@@ -35,6 +35,26 @@ class PoolInstance(msgspec.Struct, rename="camel", kw_only=True):
     reason: str
 
 
+class PoolShape(msgspec.Struct, rename="camel", kw_only=True):
+    """How many live instances of one type and market the pool has, and what each costs an hour."""
+
+    instance_type: str
+    spot: bool
+    price_per_hour: float
+    count: int
+
+
+def live_shapes(rows: list[Instance]) -> list[PoolShape]:
+    """The pool's live (not terminated) instances by type, market and price: what it burns now."""
+    counts: dict[tuple[str, bool, float], int] = {}
+    for r in rows:
+        if r.terminated_at is None and r.state != "terminated":
+            key = (r.instance_type, r.spot, float(r.price_per_hour or 0.0))
+            counts[key] = counts.get(key, 0) + 1
+    return [PoolShape(instance_type=t, spot=spot, price_per_hour=price, count=n)
+            for (t, spot, price), n in sorted(counts.items())]
+
+
 class BlockedOption(msgspec.Struct, rename="camel", kw_only=True):
     """A launch option ruled out until ``until`` (``autoscaler/model.Blocked``)."""
 
@@ -57,6 +77,8 @@ class PoolDescription(msgspec.Struct, rename="camel", kw_only=True):
     autoscaling: bool
     instances: list[PoolInstance]
     spent_usd: float
+    shapes: list[PoolShape]  # its live instances by type and market
+    burn_usd_per_hour: float  # what they cost together, an hour, now
     plan: list[str]
     blocked: list[BlockedOption]
     last_errors: list[str]
@@ -74,9 +96,11 @@ def describe(rt: MasterRuntime, pool: PoolConfig, rows: list[Instance], now: flo
         agent_id=r.id if r.registered_at else None, connected=r.id in rt.hub.connections,
         cost_usd=round(instance_cost(r, now), 4), reason=r.reason,
     ) for r in rows]
+    shapes = live_shapes(rows)
     out = PoolDescription(
         pool=pool.name, provider=(pool.provider or {}).get("type", ""), autoscaling=scaler is not None,
-        instances=instances, spent_usd=round(sum(i.cost_usd for i in instances), 4),
+        instances=instances, spent_usd=round(sum(i.cost_usd for i in instances), 4), shapes=shapes,
+        burn_usd_per_hour=round(sum(sh.price_per_hour * sh.count for sh in shapes), 4),
         plan=[], blocked=[], last_errors=[], backoff=None,
     )
     if scaler is not None:

@@ -91,6 +91,7 @@ class FakeState:
     next_id: int = 3
     counter: int = 0
     registry: FakeRegistry = field(default_factory=FakeRegistry)
+    autoscaler: dict[str, dict] = field(default_factory=dict)  # pool -> its describe answer
 
 
 def trial(tid: int, exp_id: int) -> dict:
@@ -236,6 +237,9 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:3] == ["api", "v1", "models"]:
             status, answer = self.state.registry.handle(method, parts[3:], q, body, user)
             return self._error(status, answer["message"]) if status >= 300 else self._send(status, answer)
+        if parts[:3] == ["api", "v1", "resource-pools"] and parts[4:] == ["autoscaler"] and method == "GET":
+            found = self.state.autoscaler.get(parts[3])
+            return self._send(200, found) if found else self._error(404, f"resource pool {parts[3]} not found")
         if url.path == "/api/v1/resource-pools" and method == "GET":
             pools = self.state.pools
             return self._send(200, {"resourcePools": pools, "pagination": {

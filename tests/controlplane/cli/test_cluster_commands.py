@@ -40,6 +40,19 @@ def test_resource_pool_list_master_error(fake_master, det):
 
 
 # ---- agent enable / disable -----------------------------------------------------------------
+def test_resource_pool_describe_says_what_the_pool_burns_now(fake_master, det):
+    fake_master.state.autoscaler["gpu"] = {
+        "pool": "gpu", "provider": "aws", "autoscaling": True, "minInstances": 0, "maxInstances": 8,
+        "spentUsd": 12.5, "burnUsdPerHour": 17.294, "plan": [], "blocked": [], "lastErrors": [], "backoff": None,
+        "shapes": [{"instanceType": "g5.xlarge", "spot": False, "pricePerHour": 1.006, "count": 1},
+                   {"instanceType": "g5.48xlarge", "spot": True, "pricePerHour": 16.288, "count": 1}],
+        "instances": []}
+    out = det("resource-pool", "describe", "gpu").out
+    assert "spent $12.50" in out
+    assert ("Burning $17.29/h now: 1 × g5.xlarge (on-demand, $1.006/h), 1 × g5.48xlarge (spot, $16.288/h)"
+            in out), out
+
+
 def test_agent_disable_without_drain(fake_master, det):
     r = det("agent", "disable", "local-agent-0")
     assert r.rc == 0, r.err

@@ -117,6 +117,9 @@ async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
     info = (await api.get("/api/v1/resource-pools/gpu/autoscaler")).json()
     assert info["provider"] == "fake" and info["maxInstances"] == 2
     assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "pending", "zone-b")]
+    # what it burns now: its live instances by type and market, at the pool's price
+    assert info["shapes"] == [{"instanceType": "t1", "spot": False, "pricePerHour": 3.6, "count": 1}]
+    assert info["burnUsdPerHour"] == 3.6
     assert info["plan"] and info["blocked"][0]["reason"].startswith("no capacity")
     assert "none left" in info["lastErrors"][0]
     assert (await api.get("/api/v1/resource-pools/nope/autoscaler")).status_code == 404

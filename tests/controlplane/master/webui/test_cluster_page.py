@@ -33,6 +33,8 @@ async def test_an_autoscaled_instance_with_its_reason_plan_agent_and_slots(fake_
     reason = described["instances"][0]["reason"]
     assert reason and reason.replace("'", "&#39;") in row.group(0) and "on-demand" in row.group(0)
     assert all(line.replace("'", "&#39;") in html for line in described["plan"])
+    burn = re.search(r'<p class="burn">.*?</p>', html, re.S)
+    assert burn and "$3.60/h" in burn.group(0) and "1 × t1 (on-demand" in burn.group(0), html
     agent_row = re.search(rf'<tr data-agent="{instance_id}".*?</tr>', html, re.S)
     assert agent_row and "enabled" in agent_row.group(0) and "1/1" in agent_row.group(0)
     assert 'class="slot busy"' in agent_row.group(0)
