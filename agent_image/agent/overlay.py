@@ -29,7 +29,7 @@ from controlplane.wire.agent_protocol import Overlay
 log = logging.getLogger(__name__)
 
 DEVICE = "det0"
-PREFIX_LENGTH = 16  # the members' addresses share a /16 (controlplane/master/orchestration/overlay.py)
+PREFIX_LENGTH = 16  # the members' addresses share a /16 (controlplane/master/orchestration/spread_network.py)
 # Variables that make collectives' libraries open their sockets on the network's device.
 TASK_ENV = {"GLOO_SOCKET_IFNAME": DEVICE, "NCCL_SOCKET_IFNAME": DEVICE, "HOROVOD_GLOO_IFACE": DEVICE}
 _ID, _TAG = 16, 16

@@ -11,6 +11,7 @@ from controlplane.common.timeutil import epoch, iso
 from controlplane.master.db.models import Instance
 from controlplane.master.pools import PoolConfig
 from controlplane.master.runtime import MasterRuntime
+from controlplane.state import instance as INSTANCE
 
 
 def instance_cost(row: Instance, now: float) -> float:
@@ -48,7 +49,7 @@ def live_shapes(rows: list[Instance]) -> list[PoolShape]:
     """The pool's live (not terminated) instances by type, market and price: what it burns now."""
     counts: dict[tuple[str, bool, float], int] = {}
     for r in rows:
-        if r.terminated_at is None and r.state != "terminated":
+        if r.state != INSTANCE.TERMINATED:  # the reconciler's rule: live until it moves the row
             key = (r.instance_type, r.spot, float(r.price_per_hour or 0.0))
             counts[key] = counts.get(key, 0) + 1
     return [PoolShape(instance_type=t, spot=spot, price_per_hour=price, count=n)
