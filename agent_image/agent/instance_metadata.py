@@ -57,12 +57,9 @@ class Ec2Metadata(InstanceMetadata):
     DEFAULT_URL = EC2_METADATA
     IDENTITY_PATH = "/latest/meta-data/instance-id"
 
-    def _headers(self) -> dict[str, str]:
-        try:
-            r = requests.put(f"{self.base_url}/latest/api/token", timeout=TIMEOUT_S,
-                             headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
-        except requests.RequestException as e:
-            raise MetadataError(f"instance metadata unreachable at {self.base_url}: {e}") from e
+    def _headers(self) -> dict[str, str]:  # called within _get, which turns a RequestException into ours
+        r = requests.put(f"{self.base_url}/latest/api/token", timeout=TIMEOUT_S,
+                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
         if r.status_code != 200:
             raise MetadataError(f"IMDSv2 token request failed with {r.status_code}")
         return {"X-aws-ec2-metadata-token": r.text}
