@@ -67,10 +67,30 @@ def victim_order(running: Sequence[Running]) -> list[Running]:
                                              r.allocation_id))
 
 
-def reclaimable(work: Request, head: Request) -> bool:
-    """Whether ``head`` could preempt ``work`` once placed: a preemptible gang strictly behind it."""
-    return (work.preemptible and not work.tasks and work.job_id != head.job_id
-            and queue_key(work) > queue_key(head))
+class Reclaiming:
+    """The blocked heads of a pass that take back their agents' slots from what is placed behind
+    them, and those agents. Heads come in queue order, so the last one's key is the greatest."""
+
+    def __init__(self) -> None:
+        self.agents: set[str] = set()
+        self._jobs: set[str] = set()
+        self._last: tuple[int, float, float] | None = None
+
+    def add(self, head: Request, agents: set[str]) -> None:
+        self.agents |= agents
+        self._jobs.add(head.job_id)
+        self._last = queue_key(head)
+
+    def clear(self) -> None:
+        self.agents.clear()
+        self._jobs.clear()
+        self._last = None
+
+    def could_take_back(self, work: Request) -> bool:
+        """Every head could preempt ``work`` once placed: a preemptible gang strictly behind each
+        (``behind``), in O(1) however many heads there are."""
+        return (work.preemptible and not work.tasks and work.job_id not in self._jobs
+                and (self._last is None or queue_key(work) > self._last))
 
 
 def reason(req: Request, victim: Running) -> str:
@@ -92,15 +112,13 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     soon = soon_free(running)
     claimed: set[str] = set()  # victims already chosen for an earlier request this pass
     hopeless: set[tuple[Image, int]] = set()  # (environment, gang size) for which no victims sufficed
-    reclaiming: list[Request] = []  # blocked heads whose agents work they can preempt may still use
-    held: set[str] = set()  # those agents
+    reclaiming = Reclaiming()  # blocked heads whose agents work they can preempt may still use
     for req in order(pending):
         n = req.slots_needed
         if n <= 0:  # zero-slot work (a group of zero-slot tasks too) is scheduled separately
             continue  # zero-slot work is scheduled separately (a task group is not: it is placed here)
-        if held and not all(reclaimable(req, head) for head in reclaiming):
-            pool.exclude(held)  # work a head could not take back: its agents are withdrawn from here on
-            held.clear()
+        if reclaiming.agents and not reclaiming.could_take_back(req):
+            pool.exclude(reclaiming.agents)  # work a head could not take back: its agents are withdrawn from here on
             reclaiming.clear()
         if not pool.free:
             break  # every agent is placed on, reserved, or held for a blocked head
@@ -143,8 +161,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
                 job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
                 continue
         if policy.preemption:  # a blocked head that takes back the slots of what is placed behind it
-            reclaiming.append(req)
-            held.update(cap.agents_usable_by(n))
+            reclaiming.add(req, cap.agents_usable_by(n))
             continue
         cap.exclude(cap.agents_usable_by(n))  # a blocked head: backfill only where it could never run
     return plan
