@@ -22,6 +22,7 @@ from controlplane.state import instance as INSTANCE
 class Inventory:
     existing: int = 0  # non-terminated listed instances (terminations issued this tick included)
     unlisted: int = 0  # in-flight launches the cloud does not list yet
+    unlisted_types: list[str] = field(default_factory=list)  # their instance types, one per instance
     healthy: list[InstanceView] = field(default_factory=list)  # pending/running, kept this tick
     booting: list[InstanceView] = field(default_factory=list)  # healthy, no agent yet, in period
     idle: list[tuple[AgentView, InstanceView | None]] = field(default_factory=list)  # None: unmanaged
@@ -30,17 +31,18 @@ class Inventory:
 
 
 def _in_flight(cfg: PoolScaling, instances: Sequence[InstanceView], in_flight: Sequence[PendingLaunch],
-               now: float) -> tuple[int, set[str]]:
+               now: float) -> tuple[list[str], set[str]]:
     listed = Counter(i.launch_request_id for i in instances if i.launch_request_id)
     live = [p for p in in_flight if now - p.requested_at < cfg.max_agent_starting_period_s]
-    unlisted = sum(max(0, p.count - listed[p.launch_request_id]) for p in live)
+    unlisted = [p.instance_type for p in live for _ in range(max(0, p.count - listed[p.launch_request_id]))]
     return unlisted, {p.launch_request_id for p in live if p.launch_request_id}
 
 
 def classify(cfg: PoolScaling, instances: Sequence[InstanceView], agents: Sequence[AgentView],
              in_flight: Sequence[PendingLaunch], now: float) -> Inventory:
     inv = Inventory()
-    inv.unlisted, live_requests = _in_flight(cfg, instances, in_flight, now)
+    inv.unlisted_types, live_requests = _in_flight(cfg, instances, in_flight, now)
+    inv.unlisted = len(inv.unlisted_types)
     by_id = {a.agent_id: a for a in agents}
     listed_ids: set[str] = set()
     period = cfg.max_agent_starting_period_s

@@ -4,19 +4,24 @@ Order matters and is chosen so that bounds hold under every interleaving:
 1. reap (stopped, never-registered, leaked): always, whatever min_instances says, since these
    instances bill without serving; replacements are launched by the min/demand rules below;
 2. pack the unplaceable demand onto idle agents (most recently idle first, so the longest idle
-   stay free to be let go), booting instances and unlisted launches, then onto new instances;
+   stay free to be let go), booting instances and unlisted launches, then onto new instances of
+   the shapes whose launch options are open, the cheapest per used slot (packing.py);
 3. scale down idle agents past `max_idle_agent_period_s`, longest idle first, never one the
-   demand was packed onto and never below `min_instances`;
+   demand was packed onto and never below `min_instances`; an agent consolidation drained goes
+   as soon as it is empty;
 4. scale up to max(demand, min_instances) within `max_instances`, counting every listed
    non-terminated instance, including the ones being terminated this tick (they are billed and
    listed until the cloud says otherwise), plus launches not listed yet; then the per-tick cap,
-   the backoff and the blocks decide whether and where.
+   the backoff and the blocks decide whether and where;
+5. with no demand waiting, consolidate: drain underused instances whose trials fit elsewhere
+   (consolidation.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from controlplane.autoscaler.consolidation import consolidate
 from controlplane.autoscaler.inventory import Inventory, classify
 from controlplane.autoscaler.keys import active, duration, until_text
 from controlplane.autoscaler.model import (
@@ -31,8 +36,10 @@ from controlplane.autoscaler.model import (
     PoolScaling,
     Terminate,
 )
-from controlplane.autoscaler.packing import Packing, pack
-from controlplane.autoscaler.targets import choose
+from controlplane.autoscaler.packing import Option, Packing, pack
+from controlplane.autoscaler.targets import Target, choose, shape_groups
+
+Targets = dict[int, tuple[Target | None, str]]  # slots -> where the next launch of that shape goes, or why nowhere
 
 
 def plan(cfg: PoolScaling, demand: Demand, instances: Sequence[InstanceView], agents: Sequence[AgentView],
@@ -51,25 +58,97 @@ def plan(cfg: PoolScaling, demand: Demand, instances: Sequence[InstanceView], ag
     d.explanation.extend(t.reason for t in inv.reaped)
     d.explanation.extend(inv.notes)
 
-    idle = sorted(inv.idle, key=lambda ai: -(ai[0].idle_since or 0.0))  # most recently idle first
-    S = cfg.slots_per_instance
-    bins = [a.slots for a, _ in idle] + [S] * (len(inv.booting) + inv.unlisted)
-    packing = pack(demand.gangs, bins, S)
-    _explain_unfittable(cfg, packing, d)
+    drained = [a for a, inst in inv.idle if a.consolidating and inst is not None]
+    idle = sorted((ai for ai in inv.idle if not ai[0].consolidating),
+                  key=lambda ai: -(ai[0].idle_since or 0.0))  # most recently idle first
+    bins = ([0 if a.draining else a.slots for a, _ in idle] + [cfg.slots_of(b.instance_type) for b in inv.booting]
+            + [cfg.slots_of(t) for t in inv.unlisted_types])
+    targets = _targets(cfg, blocked, now)
+    packing = _pack(cfg, demand, bins, targets, d)
 
     idle_terminated = _scale_down(cfg, inv, idle, packing, now, d)
+    idle_terminated |= _let_drained_go(drained, d)
     _enforce_max(cfg, inv, idle, packing, idle_terminated, d)
-    _scale_up(cfg, demand, inv, idle, packing, idle_terminated, blocked, failures, now, d)
+    _scale_up(cfg, demand, inv, packing, idle_terminated, targets, failures, now, d)
+    if not any(g > 0 for g in demand.gangs) and not inv.booting and not inv.unlisted:
+        kept = len(inv.healthy) - len(idle_terminated)
+        _consolidate(cfg, agents, instances, kept, targets, failures, now, d)
     return d
 
 
+def _consolidate(cfg: PoolScaling, agents: Sequence[AgentView], instances: Sequence[InstanceView], kept: int,
+                 targets: Targets, failures: LaunchFailure, now: float, d: Decision) -> None:
+    """Drain what consolidation chose; launch the cheap shapes its cheaper-shape drains wait for."""
+    done = consolidate(cfg, agents, instances, kept, now, _options(cfg, targets, open_only=True))
+    d.actions.extend(done.drains)
+    d.explanation.extend(x.reason for x in done.drains)
+    if not done.launches or failures.next_attempt_at > now:
+        return
+    why = "; ".join(done.launch_reasons)
+    for itype, n in done.launches.items():
+        target = targets[cfg.slots_of(itype)][0]
+        if target is None or target.instance_type != itype:
+            continue  # blocked since, or another type of that shape is first now: next tick decides again
+        reason = f"launch {n} × {itype} ({'spot' if target.spot else 'on-demand'}) in " \
+                 f"{f'zone {target.zone}' if target.zone else 'the default zone'}: {why}"
+        d.actions.append(Launch(n, itype, target.zone, target.spot, reason))
+        d.explanation.append(reason)
+
+
+def _targets(cfg: PoolScaling, blocked: Sequence[Blocked], now: float) -> Targets:
+    live = active(blocked, now)
+    return {slots: choose(cfg, live, now, types) for slots, types in shape_groups(cfg).items()}
+
+
+def _options(cfg: PoolScaling, targets: Targets, open_only: bool) -> list[Option]:
+    out = []
+    for slots, (target, _) in targets.items():
+        if target is None and open_only:
+            continue
+        itype = target.instance_type if target is not None else shape_groups(cfg)[slots][0]
+        shape = cfg.shape_of(itype)
+        out.append(Option(itype, slots, shape.price(target.spot if target else cfg.spot) if shape else 0.0))
+    return out
+
+
+def _pack(cfg: PoolScaling, demand: Demand, bins: list[int], targets: Targets, d: Decision) -> Packing:
+    """Pack onto the shapes that can be launched now; a gang only a blocked shape holds is packed
+    onto that shape (so the blocks are named when it is not launched), never called unfittable."""
+    every = pack(demand.gangs, bins, _options(cfg, targets, open_only=False), best_fit=cfg.mixed)
+    _explain_unfittable(cfg, every, d)
+    open_options = _options(cfg, targets, open_only=True)
+    if not open_options or len(open_options) == len(targets):
+        return every
+    packing = pack(demand.gangs, bins, open_options, best_fit=cfg.mixed)
+    stuck = {n: c - every.unfittable.get(n, 0) for n, c in packing.unfittable.items()}
+    if any(c > 0 for c in stuck.values()):  # only a blocked shape holds them: launch that (it names its block)
+        return every
+    return packing
+
+
 def _explain_unfittable(cfg: PoolScaling, packing: Packing, d: Decision) -> None:
-    S = cfg.slots_per_instance
+    sizes = sorted({s.slots for s in cfg.shapes})
     for n, count in sorted(packing.unfittable.items()):
+        if len(sizes) == 1:
+            S = sizes[0]
+            rule = f"instances have {S} slots, so a gang must be at most {S} or a multiple of {S}"
+        else:
+            rule = (f"its shapes have {', '.join(map(str, sizes))} slots, so a gang must be at most {sizes[-1]} "
+                    "or a multiple of one of them")
         d.explanation.append(
             f"{count} pending gang{'s' if count > 1 else ''} of {n} slots can never fit pool {cfg.pool!r}: "
-            f"instances have {S} slots, so a gang must be at most {S} or a multiple of {S}; not scaling "
-            "for it (the submit check should refuse it)")
+            f"{rule}; not scaling for it (the submit check should refuse it)")
+
+
+def _let_drained_go(drained: list[AgentView], d: Decision) -> set[str]:
+    """An agent consolidation drained is terminated as soon as its last trial has left."""
+    done = set()
+    for a in drained:
+        reason = f"agent {a.agent_id} drained by consolidation and now empty; terminating"
+        d.actions.append(Terminate(a.agent_id, reason))
+        d.explanation.append(reason)
+        done.add(a.agent_id)
+    return done
 
 
 def _scale_down(cfg: PoolScaling, inv: Inventory, idle: list[tuple[AgentView, InstanceView | None]],
@@ -117,9 +196,8 @@ def _enforce_max(cfg: PoolScaling, inv: Inventory, idle: list[tuple[AgentView, I
                              "and are left to finish their work")
 
 
-def _scale_up(cfg: PoolScaling, demand: Demand, inv: Inventory, idle: list[tuple[AgentView, InstanceView | None]],
-              packing: Packing, idle_terminated: set[str], blocked: Sequence[Blocked],
-              failures: LaunchFailure, now: float, d: Decision) -> None:
+def _scale_up(cfg: PoolScaling, demand: Demand, inv: Inventory, packing: Packing, idle_terminated: set[str],
+              targets: Targets, failures: LaunchFailure, now: float, d: Decision) -> None:
     kept = len(inv.healthy) - len(idle_terminated) + inv.unlisted
     to_min = max(0, cfg.min_instances - kept)
     need = packing.new_instances
@@ -145,17 +223,27 @@ def _scale_up(cfg: PoolScaling, demand: Demand, inv: Inventory, idle: list[tuple
             f"{'s' if failures.consecutive_failures != 1 else ''} {until_text(failures.next_attempt_at, now)}; "
             f"last error: {failures.last_error}; {why}")
         return
-    target, blocked_why = choose(cfg, active(blocked, now), now)
-    if target is None:
-        d.explanation.append(f"{blocked_why}; {why}")
-        return
-    kind = "spot" if target.spot else "on-demand"
-    where = f"zone {target.zone}" if target.zone else "the default zone"
-    reason = f"launch {count} × {target.instance_type} ({kind}) in {where}: {why}"
-    if target.note:
-        reason += f"; {target.note}"
-    d.actions.append(Launch(count, target.instance_type, target.zone, target.spot, reason))
-    d.explanation.append(reason)
+    wanted = dict(packing.new_by_type)
+    if to_min > need:  # min_instances: the cheapest open shape (the first shape when every one is blocked)
+        first = min(_options(cfg, targets, open_only=True) or _options(cfg, targets, open_only=False),
+                    key=lambda o: (o.usd_per_hour, o.slots))
+        wanted[first.instance_type] = wanted.get(first.instance_type, 0) + to_min - need
+    for itype, n in wanted.items():
+        n = min(n, count)
+        count -= n
+        if n <= 0:
+            continue
+        target, blocked_why = targets[cfg.slots_of(itype)]
+        if target is None:
+            d.explanation.append(f"{blocked_why}; {why}")
+            continue
+        kind = "spot" if target.spot else "on-demand"
+        where = f"zone {target.zone}" if target.zone else "the default zone"
+        reason = f"launch {n} × {target.instance_type} ({kind}) in {where}: {why}"
+        if target.note:
+            reason += f"; {target.note}"
+        d.actions.append(Launch(n, target.instance_type, target.zone, target.spot, reason))
+        d.explanation.append(reason)
 
 
 def _why_launch(cfg: PoolScaling, demand: Demand, inv: Inventory, packing: Packing, need: int, to_min: int) -> str:

@@ -23,9 +23,9 @@ class Target:
     note: str  # why this option (failover, fallback); "" when it is the first choice
 
 
-def _options(cfg: PoolScaling, spot: bool) -> list[tuple[str, str, bool]]:
+def _options(cfg: PoolScaling, spot: bool, types: tuple[str, ...]) -> list[tuple[str, str, bool]]:
     zones = cfg.zones or ("",)
-    return [(t, z, spot) for t in cfg.instance_types for z in zones]
+    return [(t, z, spot) for t in types for z in zones]
 
 
 def _first_open(options: list[tuple[str, str, bool]], active: dict[str, Blocked]
@@ -41,15 +41,18 @@ def _first_open(options: list[tuple[str, str, bool]], active: dict[str, Blocked]
     return None, list(seen.values())
 
 
-def choose(cfg: PoolScaling, active: dict[str, Blocked], now: float) -> tuple[Target | None, str]:
-    """The launch target, or None and a sentence naming every block in the way."""
+def choose(cfg: PoolScaling, active: dict[str, Blocked], now: float,
+           types: tuple[str, ...] | None = None) -> tuple[Target | None, str]:
+    """The launch target among `types` (default: every type of the pool, in order), or None and a
+    sentence naming every block in the way."""
+    types = cfg.instance_types if types is None else types
     first_spot = cfg.spot
-    opt, skipped = _first_open(_options(cfg, first_spot), active)
+    opt, skipped = _first_open(_options(cfg, first_spot, types), active)
     if opt is not None:
         note = "" if not skipped else "skipping " + "; ".join(block_text(b, now) for b in skipped)
         return Target(opt[0], opt[1], opt[2], note), ""
     if first_spot and cfg.spot_fallback_to_on_demand:
-        od, od_skipped = _first_open(_options(cfg, False), active)
+        od, od_skipped = _first_open(_options(cfg, False, types), active)
         spot_why = "; ".join(block_text(b, now) for b in skipped)
         if od is not None:
             note = f"falling back to on-demand: every spot option is blocked ({spot_why})"
@@ -61,3 +64,12 @@ def choose(cfg: PoolScaling, active: dict[str, Blocked], now: float) -> tuple[Ta
             else ("spot" if first_spot else "on-demand"))
     return None, (f"not launching: every {what} zone/type option is blocked: "
                   + "; ".join(block_text(b, now) for b in skipped))
+
+
+def shape_groups(cfg: PoolScaling) -> dict[int, tuple[str, ...]]:
+    """The pool's types by slot count, smallest first: types of one slot count are alternatives
+    for one agent shape, tried in the admin's order (failover), as a single-shape pool's are."""
+    groups: dict[int, list[str]] = {}
+    for s in cfg.shapes:
+        groups.setdefault(s.slots, []).append(s.instance_type)
+    return {slots: tuple(ts) for slots, ts in sorted(groups.items())}
