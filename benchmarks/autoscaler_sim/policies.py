@@ -30,6 +30,7 @@ from controlplane.autoscaler import (
     LaunchFailure,
     PendingLaunch,
     PoolScaling,
+    TaskView,
     on_launch_error,
     on_launch_success,
     plan,
@@ -66,6 +67,7 @@ class PlannerPolicy:
     in_flight: list[PendingLaunch] = field(default_factory=list)
     idle: IdleClock = field(default_factory=IdleClock)
     plan_calls: int = 0
+    drains: int = 0
     _n: int = 0
 
     def tick(self, now: float, cluster: Cluster) -> None:
@@ -77,8 +79,12 @@ class PlannerPolicy:
         connected = [i for i in listed if i.registered]
         self.idle.update(now, connected)
         views = [InstanceView(i.id, "running" if i.registered else "pending", i.launched_at, i.zone,
-                              cfg.instance_types[0], False, i.request_id, True) for i in listed]
-        agents = [AgentView(a.id, self.idle.since.get(a.id), cfg.slots_per_instance) for a in connected]
+                              i.instance_type or cfg.instance_types[0], False, i.request_id, True) for i in listed]
+        agents = [AgentView(a.id, self.idle.since.get(a.id), a.slots, a.free, a.draining, a.draining,
+                            tuple(TaskView(str(job.id), per, job.start or now, movable=True, moves=job.moves,
+                                           spans_agents=hosts > 1)
+                                  for job, per, hosts in a.tasks.values()))
+                  for a in connected]
         demand = Demand(tuple(j.gpus for j in cluster.pending))
         gone: set[str] = set()
         for _ in range(REPLANS):
@@ -88,6 +94,9 @@ class PlannerPolicy:
                 if t.instance_id not in gone:
                     cluster.terminate(t.instance_id, now)
                     gone.add(t.instance_id)
+            for drain in d.drains:
+                cluster.drain(drain.instance_id, now)
+                self.drains += 1
             views = [v for v in views if v.instance_id not in gone]
             agents = [a for a in agents if a.agent_id not in gone]
             if not self._launch_all(d.launches, now, cluster):
@@ -99,7 +108,7 @@ class PlannerPolicy:
             self._n += 1
             req = f"r{self._n}"
             try:
-                cluster.launch(launch.count, launch.zone, req, now)
+                cluster.launch(launch.count, launch.zone, req, now, launch.instance_type)
             except CapacityError as e:
                 self.blocked, self.failures = on_launch_error(
                     self.cfg, "no_capacity", launch.zone, launch.instance_type, launch.spot, str(e),

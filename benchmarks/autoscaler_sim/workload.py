@@ -17,12 +17,16 @@ class Job:
     arrival: float
     gpus: int
     duration: float
-    start: float | None = None  # set by the simulated scheduler
+    start: float | None = None  # first start, set by the simulated scheduler
+    waited: float = 0.0  # time spent queued: before its start and after each move
+    moves: int = 0  # times consolidation moved it
+    move_cost_s: float = 0.0  # each move adds this to its run (lost work, restart) and to its wait
 
     @property
     def wait(self) -> float:
+        """What the job's user waits: queued time plus each move's cost."""
         assert self.start is not None, f"job {self.id} never started"
-        return self.start - self.arrival
+        return self.waited + self.moves * self.move_cost_s
 
 
 def make_trace(n_jobs: int, seed: int, mean_gap_s: float, median_duration_s: float, sigma: float) -> list[Job]:
