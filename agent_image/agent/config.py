@@ -49,6 +49,9 @@ class AgentConfig:
     # "auto": each job's sandboxed tasks in a network of their own where the agent can make one
     # (root, iproute2, slirp4netns), else the host's; "isolated": that or refuse to start; "host".
     task_network: str = "auto"
+    # The instance type it runs on, reported to the master ("" when unknown): --instance-type,
+    # else the cloud's metadata (with --cloud).
+    instance_type: str = ""
 
     @property
     def ws_url(self) -> str:
@@ -83,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the agent id (instance id / name) and spot interruption notices from the "
                         "instance metadata")
     p.add_argument("--metadata-url", default=None, help="instance metadata base URL (default: the cloud's own)")
+    p.add_argument("--instance-type", default=None,
+                   help="the instance type to report to the master (default: from the instance metadata "
+                        "with --cloud, else none)")
     p.add_argument("--task-runtime", choices=["sandbox", "process"], default="sandbox",
                    help="sandbox: each task under bubblewrap (required unless 'process' is given); "
                         "process: plain processes as the agent's user, no isolation")
@@ -172,6 +178,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         environments=environments,
         task_disk_quota=quota or None,
         task_network=args.task_network,
+        instance_type=args.instance_type if args.instance_type is not None else (
+            _cloud_instance_type(args) if args.cloud != "none" else ""),
     )
 
 
@@ -188,3 +196,13 @@ def _cloud_identity(args: argparse.Namespace) -> str:
         return metadata_for(args.cloud, args.metadata_url).instance_id()
     except MetadataError as e:
         raise SystemExit(f"det-agent: {e}") from e
+
+
+def _cloud_instance_type(args: argparse.Namespace) -> str:
+    """The instance type from the metadata server; "" when it cannot say (nothing depends on it)."""
+    from .instance_metadata import MetadataError
+
+    try:
+        return metadata_for(args.cloud, args.metadata_url).instance_type()
+    except MetadataError:
+        return ""

@@ -142,6 +142,7 @@ class Connection:
         outbox: Outbox,
         runner: TaskRunner,
         overlay_port: int = 0,
+        instance_type: str = "",
     ) -> None:
         self._ws_url = ws_url
         self._token = join_token
@@ -150,6 +151,7 @@ class Connection:
         self._slots = slots
         self._addresses = addresses
         self._overlay_port = overlay_port
+        self._instance_type = instance_type
         self._outbox = outbox
         self._runner = runner
         self._backoff = Backoff()
@@ -264,6 +266,7 @@ class Connection:
             running=running,
             environments=self._runner.environment_names(),
             overlay_port=self._overlay_port,
+            instance_type=self._instance_type,
         )
         await ws.send(encode(reg).decode())
         while True:

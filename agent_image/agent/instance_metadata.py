@@ -30,6 +30,7 @@ class InstanceMetadata:
     cloud = ""
     DEFAULT_URL = ""
     IDENTITY_PATH = ""
+    TYPE_PATH = ""
 
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -47,6 +48,12 @@ class InstanceMetadata:
             raise MetadataError(f"cannot read the instance identity ({self.IDENTITY_PATH}: {r.status_code})")
         return r.text.strip()
 
+    def instance_type(self) -> str:
+        """The instance's type (EC2 instance-type, GCE machine-type's last part); "" when the
+        metadata server does not say."""
+        r = self._get(self.TYPE_PATH)
+        return r.text.strip().rsplit("/", 1)[-1] if r.status_code == 200 else ""
+
     def interruption_notice(self) -> str | None:
         """A sentence when the cloud is taking the instance back (spot / preemptible), else None."""
         raise NotImplementedError
@@ -56,6 +63,7 @@ class Ec2Metadata(InstanceMetadata):
     cloud = "aws"
     DEFAULT_URL = EC2_METADATA
     IDENTITY_PATH = "/latest/meta-data/instance-id"
+    TYPE_PATH = "/latest/meta-data/instance-type"
 
     def _headers(self) -> dict[str, str]:  # called within _get, which turns a RequestException into ours
         r = requests.put(f"{self.base_url}/latest/api/token", timeout=TIMEOUT_S,
@@ -79,6 +87,7 @@ class GceMetadata(InstanceMetadata):
     cloud = "gcp"
     DEFAULT_URL = GCE_METADATA
     IDENTITY_PATH = "/computeMetadata/v1/instance/name"
+    TYPE_PATH = "/computeMetadata/v1/instance/machine-type"  # projects/<number>/machineTypes/<type>
 
     def _headers(self) -> dict[str, str]:
         return {"Metadata-Flavor": "Google"}

@@ -64,6 +64,7 @@ async def run_agent(cfg: AgentConfig) -> int:
         outbox=outbox,
         runner=runner,
         overlay_port=overlay_port,
+        instance_type=cfg.instance_type,
     )
 
     loop = asyncio.get_running_loop()

@@ -3,7 +3,8 @@
 The lists come from `GET /api/v1/agents`, every page of it (offset/limit); an agent lost past its
 reconnect window is left out unless `--all` (`all=true`). `--json` prints a plain list (agents,
 or one object per slot) so scripts can `len()` it. Each agent's `environments` are the task
-environments it offers (what `environment.image` may name). `enable` is `POST /api/v1/agents/{id}/enable` (no body);
+environments it offers (what `environment.image` may name), its `instanceType` the cloud
+instance type it reported (empty when unknown). `enable` is `POST /api/v1/agents/{id}/enable` (no body);
 `disable` is `POST /api/v1/agents/{id}/disable` with `{"drain": true|false}`.
 """
 
@@ -46,9 +47,9 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
         rows.append([a.get("id"), render.format_time(a.get("registeredTime")), a.get("connected", ""),
                      len(slots), busy, ", ".join(a.get("resourcePools") or []), a.get("enabled", ""),
                      a.get("draining", ""), ", ".join(a.get("addresses") or []),
-                     ", ".join(str(e) for e in a.get("environments") or [])])
+                     ", ".join(str(e) for e in a.get("environments") or []), a.get("instanceType") or ""])
     print(render.table(["Agent ID", "Registered Time", "Connected", "Slots", "Containers", "Resource Pool",
-                        "Enabled", "Draining", "Addresses", "Environments"], rows))
+                        "Enabled", "Draining", "Addresses", "Environments", "Instance Type"], rows))
     return 0
 
 

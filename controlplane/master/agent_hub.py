@@ -31,6 +31,7 @@ class AgentConnection:
     overlay_port: int = 0  # Register.overlay_port: 0 when its tasks run on its host's network
     # Task environments it offers (Register.environments): what environment.image may name.
     environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)
+    instance_type: str = ""  # Register.instance_type: "" when the agent does not know
 
     @property
     def slot_type(self) -> str:
@@ -53,6 +54,8 @@ class AgentHub:
         self.away_since: dict[str, float] = {}
         # agent id -> the environments it offered when it last registered with this master.
         self.environments: dict[str, tuple[str, ...]] = {}
+        # agent id -> the instance type it said it runs on when it last registered ("" unknown).
+        self.instance_types: dict[str, str] = {}
         # agent id -> what it sent that is still to be applied (agent_inbox.py)
         self.inboxes: dict[str, AgentInbox] = {}
 
@@ -61,6 +64,7 @@ class AgentHub:
         old = self.connections.get(conn.agent_id)
         self.connections[conn.agent_id] = conn
         self.environments[conn.agent_id] = conn.environments
+        self.instance_types[conn.agent_id] = conn.instance_type
         self.away_since.pop(conn.agent_id, None)
         return old
 

@@ -52,6 +52,9 @@ class Register(msgspec.Struct, tag="register", tag_field="type"):
     # The UDP port where it takes the packets of task networks that span agents (StartTask.overlay)
     # from other agents; 0: its tasks run on the host's network, so a gang with it does too.
     overlay_port: int = 0
+    # The cloud instance type it runs on (EC2 instance-type, GCE machine-type; the local
+    # provider's --instance-type); "" when it does not know (an older agent, a static one).
+    instance_type: str = ""
 
 
 class Registered(msgspec.Struct, tag="registered", tag_field="type"):

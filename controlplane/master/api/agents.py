@@ -73,7 +73,8 @@ async def agent_socket(socket: AnyWebSocket) -> None:
     conn = AgentConnection(agent_id=first.agent_id, pool=first.pool, slots=list(first.slots),
                            running_at_register=frozenset(first.running),
                            address=(first.addresses or ["127.0.0.1"])[0], overlay_port=first.overlay_port,
-                           environments=tuple(dict.fromkeys(first.environments)))
+                           environments=tuple(dict.fromkeys(first.environments)),
+                           instance_type=first.instance_type[:255])
     inbox = rt.hub.inboxes.get(conn.agent_id)
     if inbox is None:
         inbox = rt.hub.inboxes[conn.agent_id] = AgentInbox(conn.agent_id, partial(_apply, rt, conn.agent_id),
@@ -191,6 +192,8 @@ class V1Agent(msgspec.Struct, rename="camel", kw_only=True):
     # Task environments it offers (environment.image names), as it last registered with this
     # master; [] for an agent that has not registered since the master started.
     environments: list[str] = msgspec.field(default_factory=list)
+    # The cloud instance type it said it runs on when it last registered ("" unknown; not Determined's).
+    instance_type: str = ""
 
 
 class GetAgentsResponse(msgspec.Struct, rename="camel", kw_only=True):
@@ -213,7 +216,7 @@ AgentId = Annotated[str, Parameter(min_length=1, max_length=255, description="th
 
 
 def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool,
-               environments: tuple[str, ...] = ()) -> V1Agent:
+               environments: tuple[str, ...] = (), instance_type: str = "") -> V1Agent:
     slots: dict[str, V1Slot] = {}
     type_stats: dict[str, V1TypeStats] = {}
     for s in agent.slots or []:
@@ -235,7 +238,8 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool,
         id=agent.id, registered_time=iso(agent.registered_at), last_seen=iso(agent.last_seen), connected=connected,
         slots=slots, resource_pools=[agent.resource_pool], enabled=agent.enabled, draining=agent.draining,
         addresses=list(agent.addresses or []), version=agent.version or "",
-        slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}), environments=list(environments))
+        slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}), environments=list(environments),
+        instance_type=instance_type)
 
 
 @get("/api/v1/agents", operation_id="GetAgents", opt=opt(Action.VIEW), tags=["agents"])
@@ -251,7 +255,8 @@ async def list_agents(
     rt = runtime_of(request)
     agents, total, use = await agents_svc.page(rt, show_all=show_all, offset=offset, size=page_size(limit))
     return GetAgentsResponse(agents=[agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
-                                                rt.hub.environments.get(a.id, ())) for a in agents],
+                                                rt.hub.environments.get(a.id, ()), rt.hub.instance_types.get(a.id, ""))
+                                     for a in agents],
                              pagination=pagination(offset, limit, total, len(agents)))
 
 
@@ -260,7 +265,8 @@ async def _set_enabled(request: AnyRequest, agent_id: str, enable: bool, drain: 
     rt = runtime_of(request)
     agent, use = await agents_svc.set_enabled(rt, agent_id, enable, drain)
     return AgentResponse(agent=agent_json(agent, use.get(agent.id, {}), agent.id in rt.hub.connections,
-                                          rt.hub.environments.get(agent.id, ())))
+                                          rt.hub.environments.get(agent.id, ()),
+                                          rt.hub.instance_types.get(agent.id, "")))
 
 
 @post("/api/v1/agents/{agent_id:str}/enable", operation_id="EnableAgent", tags=["agents"],

@@ -260,7 +260,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"agents": [
                 {"id": "local-agent-0", "connected": True, "registeredTime": "2025-03-20T12:00:00Z",
                  "resourcePools": ["default"], "enabled": True, "draining": False, "addresses": ["127.0.0.1"],
-                 "slotStats": {"typeStats": {}, "brandStats": {}},
+                 "slotStats": {"typeStats": {}, "brandStats": {}}, "instanceType": "g5.xlarge",
                  "slots": {"0": {"id": "0", "enabled": True, "draining": False, "container": None,
                                  "device": {"id": 0, "brand": "cpu", "type": "TYPE_CPU"}},
                            "1": {"id": "1", "enabled": True, "draining": False,

@@ -323,6 +323,8 @@ def test_agent_and_slot_list(fake_master, det):
     assert [a["id"] for a in agents] == ["local-agent-0"]
     text = det("agent", "list").out
     assert "local-agent-0" in text and "Agent ID" in text
+    header, _, row = text.splitlines()[:3]
+    assert header.split("|")[-1].strip() == "Instance Type" and row.split("|")[-1].strip() == "g5.xlarge"
     slots = json.loads(det("slot", "list", "--json").out)
     assert [(s["slotId"], s["allocationId"]) for s in slots] == [("0", None), ("1", "alloc-1")]
     text = det("slot", "list").out
