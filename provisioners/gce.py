@@ -51,7 +51,7 @@ class GceConfig:
 
     project: str
     zones: list[str]
-    machine_type: str
+    machine_type: str | list[str]  # a list: a mixed pool's types, each launch names one
     image: str  # e.g. "projects/debian-cloud/global/images/family/debian-12"
     gpu_type: str | None = None  # e.g. "nvidia-l4"
     gpu_count: int = 0
@@ -66,6 +66,11 @@ class GceConfig:
     disk_type: str = "pd-balanced"
     endpoint: str | None = None  # e.g. "http://127.0.0.1:PORT" for a local emulator
     operation_timeout_s: float = 60.0  # how long launch waits for inserts before returning "pending"
+
+    @property
+    def machine_types(self) -> list[str]:
+        """The machine types a launch may name."""
+        return [self.machine_type] if isinstance(self.machine_type, str) else list(self.machine_type)
 
 
 def client_kwargs(endpoint: str | None) -> dict[str, Any]:
@@ -141,8 +146,9 @@ class GceProvisioner:
         kw = {"zone": zone, "instance_type": req.instance_type}
         if zone not in cfg.zones:
             raise InvalidConfig(f"zone {zone!r} is not in this pool's zones {cfg.zones}", **kw)
-        if req.instance_type != cfg.machine_type:
-            raise InvalidConfig(f"machine type {req.instance_type!r} is not this pool's {cfg.machine_type!r}", **kw)
+        if req.instance_type not in cfg.machine_types:
+            raise InvalidConfig(f"machine type {req.instance_type!r} is not one of this pool's "
+                                f"{', '.join(cfg.machine_types)}", **kw)
         spot = req.spot  # the request decides, so the autoscaler can fall back to STANDARD
         names = [instance_name(req.pool, req.request_id, n) for n in range(req.count)]
         # Instances created before a failure carry the request's labels: the next list finds them.

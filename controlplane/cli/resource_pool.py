@@ -35,6 +35,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usd(value: object) -> str:
+    return f"${value:g}" if isinstance(value, (int, float)) and value > 0 else "-"
+
+
+def shape_row(sh: dict[str, Any]) -> list[Any]:
+    """One instance type of a pool: slots, GPU, list prices ("-": unknown) and live instances."""
+    running = f"{sh.get('count', 0)}" + (f" ({sh['spotCount']} spot)" if sh.get("spotCount") else "")
+    name = sh["instanceType"] + ("" if sh.get("configured", True) else " (not configured)")
+    return [name, sh.get("slots") or "-", sh.get("gpuModel") or "-", _usd(sh.get("usdPerHour")),
+            _usd(sh.get("spotUsdPerHour")), running]
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     info = session_for(args).get(f"/api/v1/resource-pools/{args.pool}/autoscaler")
     if args.json:
@@ -44,9 +56,15 @@ def cmd_describe(args: argparse.Namespace) -> int:
               if info.get("autoscaling") else " (no autoscaling)")
     print(f"Pool {info['pool']}: provider {info.get('provider') or 'static'}{limits}; spent ${info['spentUsd']:.2f}")
     shapes = info.get("shapes") or []
+    burn = info.get("burn")
+    if burn is None:  # a master from before mixed shapes: `shapes` was the live instances by market
+        burn, shapes = [sh for sh in shapes if "pricePerHour" in sh], [sh for sh in shapes if "slots" in sh]
     if shapes:
+        print(render.table(["Type", "Slots", "GPU", "$/h on-demand", "$/h spot", "Running"],
+                           [shape_row(sh) for sh in shapes]))
+    if burn:
         now = ", ".join(f"{sh['count']} × {sh['instanceType']} ({'spot' if sh['spot'] else 'on-demand'}, "
-                        f"${sh['pricePerHour']:g}/h)" for sh in shapes)
+                        f"${sh['pricePerHour']:g}/h)" for sh in burn)
         print(f"Burning ${info.get('burnUsdPerHour', 0):.2f}/h now: {now}")
     rows = [[i["id"], i["state"], i["instanceType"], i["zone"], "spot" if i["spot"] else "on-demand",
              f"{i['ageSeconds']:.0f}s", i["agentId"] or "-", f"${i['costUsd']:.4f}", i["reason"]]
@@ -63,7 +81,33 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if info.get("backoff"):
         b = info["backoff"]
         print(f"Backing off after {b['failures']} launch error(s): {b['lastError']}")
+    if info.get("consolidation"):
+        print_consolidation(info["consolidation"])
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """45s, 2m, 1h5m (how the pool's config spells durations)."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h{m}m" if m else f"{h}h"
+
+
+def print_consolidation(c: dict[str, Any]) -> None:
+    """Consolidation's settings, its moves and what they are estimated to have saved, then the
+    latest moves with their reasons."""
+    n, most = c.get("moveCount", 0), c.get("maxMovesPerTrial", 0)
+    settings = (f"on, at most {most} move{'s' if most != 1 else ''} per trial, move cost {_duration(c['moveCostS'])}"
+                if c.get("enabled") else "off")
+    print(f"Consolidation: {settings}; {n} move{'s' if n != 1 else ''}, "
+          f"estimated ${c.get('savedUsd', 0):.2f} saved")
+    for m in c.get("moves") or []:
+        print(f"  - {m['time']}: trial {m['trialId']} off {m['fromInstance']} -> {m['toAgent']}: {m['reason']}")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -193,7 +193,8 @@ def build_runtime(settings: MasterSettings) -> MasterRuntime:
     from controlplane.master.autoscaling import service as autoscaling
 
     # The parts meet here only: each gets what it needs of another as a callback.
-    rt.autoscaler = autoscaling.build(rt, on_instance_gone=rt.orchestrator.instance_gone)
+    rt.autoscaler = autoscaling.build(rt, on_instance_gone=rt.orchestrator.instance_gone,
+                                      drain_agent=rt.orchestrator.drain_agent)
     if rt.autoscaler is not None:
         rt.orchestrator.on_unplaced = rt.autoscaler.wake
     from controlplane.master.checkpoint_gc.loop import CheckpointGcLoop

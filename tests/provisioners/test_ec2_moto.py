@@ -177,3 +177,20 @@ def test_unreachable_endpoint_is_transient() -> None:
     )
     with pytest.raises(Transient):
         Ec2Provisioner(cfg, client=client).list_instances("c1", "gpu")
+
+
+def test_a_mixed_pool_launches_exactly_the_type_each_request_names(moto_url: str, image_id: str, ec2: Any) -> None:
+    from controlplane.master.autoscaling.providers import provisioner_for
+    from controlplane.master.pools import parse_pools
+
+    provider = {"type": "aws", "region": REGION, "image_id": image_id, "endpoint_url": moto_url, "zones": ZONES,
+                "instance_types": ["g5.xlarge", {"type": "g5.48xlarge"}, {"type": "p4d.24xlarge", "slots": 8}]}
+    prov = provisioner_for(parse_pools([{"pool_name": "gpu", "provider": provider}], None)[0][0])
+    small = prov.launch(req("req-small", count=1, instance_type="g5.xlarge"))
+    big = prov.launch(req("req-big", count=1, instance_type="g5.48xlarge"))
+    assert [i.instance_type for i in small + big] == ["g5.xlarge", "g5.48xlarge"]
+    raw = {i["InstanceId"]: i["InstanceType"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
+    assert raw == {small[0].instance_id: "g5.xlarge", big[0].instance_id: "g5.48xlarge"}
+    assert sorted(i.instance_type for i in prov.list_instances("c1", "gpu")) == ["g5.48xlarge", "g5.xlarge"]
+    with pytest.raises(InvalidConfig):
+        prov.launch(req("req-other", count=1, instance_type="g4dn.xlarge"))  # not one of the pool's

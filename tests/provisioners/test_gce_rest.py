@@ -38,7 +38,8 @@ def server() -> Iterator[GceTestServer]:
 
 def make(server: GceTestServer, **kw: Any) -> GceProvisioner:
     cfg = GceConfig(
-        project="proj", zones=ZONES, machine_type="g2-standard-8", image="projects/x/global/images/agent",
+        project="proj", zones=ZONES, machine_type=kw.pop("machine_type", "g2-standard-8"),
+        image="projects/x/global/images/agent",
         gpu_type=kw.pop("gpu_type", "nvidia-l4"), gpu_count=kw.pop("gpu_count", 1),
         labels={"Team": "ML Infra"}, endpoint=server.url, **kw,
     )
@@ -191,3 +192,14 @@ def test_request_outside_config(server: GceTestServer) -> None:
     with pytest.raises(InvalidConfig):
         prov.launch(req(instance_type="a2-highgpu-1g"))
     assert server.state.requests == []
+
+
+def test_a_mixed_pool_launches_exactly_the_machine_type_each_request_names(server: GceTestServer) -> None:
+    prov = make(server, machine_type=["g2-standard-4", "a2-highgpu-8g"], gpu_type=None, gpu_count=0)
+    small = prov.launch(req("Req_small", count=1, instance_type="g2-standard-4"))
+    big = prov.launch(req("Req_big", count=1, instance_type="a2-highgpu-8g"))
+    assert [i.instance_type for i in small + big] == ["g2-standard-4", "a2-highgpu-8g"]
+    assert sorted(b["machineType"] for b in stored(server)) == [
+        f"zones/{ZONES[1]}/machineTypes/a2-highgpu-8g", f"zones/{ZONES[1]}/machineTypes/g2-standard-4"]
+    with pytest.raises(InvalidConfig, match="not one of this pool's g2-standard-4, a2-highgpu-8g"):
+        prov.launch(req("Req_other", count=1, instance_type="g2-standard-8"))

@@ -19,7 +19,7 @@ from controlplane.master.errors import Conflict, NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration import rendezvous as rendezvous_info
-from controlplane.master.principals import Principal
+from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import allocations as svc
 
@@ -85,11 +85,14 @@ async def preemption_signal(request: AnyRequest, alloc_id: AllocId,
     rt = runtime_of(request)
     raw = timeout_seconds if timeout_seconds is not None else timeout_seconds_camel
     timeout = min(raw or 0.0, MAX_POLL_S)
-    preempt, live = await svc.preempt_state(rt, alloc_id)
+    preempt, live, watching = await svc.preempt_state(rt, alloc_id)
+    principal = principal_of(request)
+    if live and not watching and isinstance(principal, TaskPrincipal) and principal.allocation_id == alloc_id:
+        await svc.note_watching(rt, alloc_id)  # it honours preemption: consolidation may move it
     if preempt or not live or timeout <= 0:
         return PreemptionResponse(preempt=preempt)
     await rt.notifier.wait(("preempt", alloc_id), timeout)
-    preempt, _ = await svc.preempt_state(rt, alloc_id)
+    preempt, _, _ = await svc.preempt_state(rt, alloc_id)
     return PreemptionResponse(preempt=preempt)
 
 

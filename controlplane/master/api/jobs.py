@@ -18,6 +18,7 @@ from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, 
 from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.serializers import V1Experiment, experiment_read_json, pagination
 from controlplane.master.authz import Action, opt
+from controlplane.master.autoscaling import consolidation
 from controlplane.master.errors import NotFound
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.orchestration import progress
@@ -124,7 +125,10 @@ async def describe_pool(request: AnyRequest, pool_name: str) -> PoolDescription:
     pool = rt.settings.pool(pool_name)
     if pool is None:
         raise NotFound(f"pool {pool_name!r} not found")
-    return describe(rt, pool, await pools_svc.instances_of(rt, pool_name), time.time())
+    rows = await pools_svc.instances_of(rt, pool_name)
+    async with rt.sessions() as session:
+        moves = await consolidation.summary(session, pool_name)
+    return describe(rt, pool, rows, time.time(), moves)
 
 
 ROUTES = [resource_pools, jobs_v2, update_job_queue, patch_experiment, describe_pool]

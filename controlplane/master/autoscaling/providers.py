@@ -13,13 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from controlplane.config.errors import ConfigError
+from controlplane.master.autoscaling.shapes import mixed_key, type_names
 from controlplane.master.pools import PoolConfig
 from provisioners.base import Provisioner
 
 # Fields the autoscaler reads (PoolScaling), not the provisioner.
 SCALING_FIELDS = {"type", "min_instances", "max_instances", "max_idle_agent_period", "max_agent_starting_period",
                   "slots_per_instance", "prices", "spot", "spot_fallback_to_on_demand", "zones", "zone",
-                  "instance_type", "machine_type"}
+                  "instance_type", "machine_type", "instance_types", "machine_types", "consolidation"}
 
 
 def _typed(cls: type, raw: dict[str, Any], path: str, rename: dict[str, str] | None = None) -> Any:
@@ -37,12 +38,21 @@ def _typed(cls: type, raw: dict[str, Any], path: str, rename: dict[str, str] | N
         raise ConfigError(path, str(e).replace("__init__() ", "")) from e
 
 
-AgentCommand = Callable[[str, str], list[str]]  # (pool, instance id) -> the det-agent command line
+AgentCommand = Callable[[str, str, str], list[str]]  # (pool, instance id, type) -> the det-agent command line
+
+
+def _mixed_types(raw: dict[str, Any], path: str) -> list[str] | None:
+    """A mixed pool's types (`instance_types` / `machine_types`), each one the provisioner may
+    launch; None for Determined's single `instance_type` / `machine_type`."""
+    return type_names(raw, path) if mixed_key(raw) is not None else None
 
 
 def _ec2(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentCommand | None) -> Provisioner:
     from provisioners.ec2 import Ec2Config, Ec2Provisioner
 
+    mixed = _mixed_types(raw, path)
+    if mixed is not None:
+        raw["instance_type"] = mixed
     raw.setdefault("instance_type", "g5.xlarge")
     return Ec2Provisioner(_typed(Ec2Config, {**raw, "zones": raw.get("zones") or []}, path))
 
@@ -51,8 +61,9 @@ def _gce(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentComman
     from provisioners.gce import GceConfig, GceProvisioner
 
     zones = raw.get("zones") or ([raw["zone"]] if raw.get("zone") else [])
-    return GceProvisioner(_typed(GceConfig, {**raw, "zones": zones,
-                                             "machine_type": raw.get("machine_type", "n1-standard-4")}, path))
+    mixed = _mixed_types(raw, path)
+    machine = mixed if mixed is not None else raw.get("machine_type", "n1-standard-4")
+    return GceProvisioner(_typed(GceConfig, {**raw, "zones": zones, "machine_type": machine}, path))
 
 
 def _local(pool: PoolConfig, raw: dict[str, Any], path: str, command: AgentCommand | None) -> Provisioner:
@@ -60,7 +71,7 @@ def _local(pool: PoolConfig, raw: dict[str, Any], path: str, command: AgentComma
 
     if command is None:
         raise ConfigError(f"{path}.type", "the local provider needs the master's agent command")
-    return LocalProvisioner(lambda instance_id, _req: command(pool.name, instance_id))
+    return LocalProvisioner(lambda instance_id, req: command(pool.name, instance_id, req.instance_type))
 
 
 def _fake(pool: PoolConfig, raw: dict[str, Any], path: str, _command: AgentCommand | None) -> Provisioner:

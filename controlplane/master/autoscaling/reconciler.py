@@ -29,13 +29,16 @@ from controlplane.autoscaler import (
     LaunchFailure,
     PendingLaunch,
     PoolScaling,
+    TaskView,
     on_launch_error,
     on_launch_success,
     plan,
 )
 from controlplane.autoscaler.model import ErrorKind
 from controlplane.common.timeutil import utcnow
-from controlplane.master.db.models import Allocation, Instance, StateTransition
+from controlplane.master.autoscaling import consolidation
+from controlplane.master.autoscaling.consolidation import DrainAgent
+from controlplane.master.db.models import Instance, StateTransition
 from controlplane.master.orchestration import gang
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.state import allocation as A
@@ -58,7 +61,8 @@ class PoolAutoscaler:
     boot_script: Callable[[str], str]  # pool -> the instance's user data / startup script
     # an instance that vanished: its agent's work is re-queued now (the orchestrator's instance_gone)
     on_instance_gone: Callable[[str, str], Awaitable[None]]
-    prices: dict[str, float] = field(default_factory=dict)
+    drain_agent: DrainAgent | None = None  # consolidation drains through it (the orchestrator's drain_agent)
+    prices: dict[str, float] = field(default_factory=dict)  # type -> $/h for a type no shape prices
     blocked: list[Blocked] = field(default_factory=list)
     failures: LaunchFailure = field(default_factory=LaunchFailure)
     in_flight: list[PendingLaunch] = field(default_factory=list)
@@ -72,6 +76,11 @@ class PoolAutoscaler:
     @property
     def pool(self) -> str:
         return self.scaling.pool
+
+    def price_of(self, instance_type: str, spot: bool) -> float:
+        """$/h of an instance: its shape's price in its market (catalogue or `prices:`)."""
+        shape = self.scaling.shape_of(instance_type)
+        return (shape.price(spot) if shape is not None else 0.0) or self.prices.get(instance_type, 0.0)
 
     async def tick(self, now: float | None = None) -> Decision:
         now = time.time() if now is None else now
@@ -106,24 +115,26 @@ class PoolAutoscaler:
         # statement its own snapshot, so two queries could see an allocation both pending and,
         # placed by the orchestrator in between, busy on its agent: counted twice, it would make
         # the planner launch an instance nobody needs.
+        # The same statement gives what consolidation needs of each trial (consolidation.py).
+        conns = [c for c in self.rt.hub.connections.values() if c.pool == self.pool]
         async with self.rt.sessions() as session:
-            live = (await session.scalars(select(Allocation).where(
-                Allocation.resource_pool == self.pool,
-                Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING))))).all()
-        gangs = tuple(a.slots_needed for a in live if a.state == A.PENDING)
-        busy: set[str] = set()
-        for alloc in live:
-            if alloc.state != A.PENDING:
-                busy.update(gang.agents_of(alloc))
+            live = await consolidation.live_allocations(session, self.pool)
+            flags = await consolidation.agent_flags(session, [c.agent_id for c in conns])
+        gangs = tuple(r.alloc.slots_needed for r in live if r.alloc.state == A.PENDING)
+        used, tasks = consolidation.work_on_agents(live, now, time.time())
+        busy = {agent_id for r in live if r.alloc.state != A.PENDING for agent_id in gang.agents_of(r.alloc)}
         agents = []
-        for conn in self.rt.hub.connections.values():
-            if conn.pool != self.pool:
-                continue
+        for conn in conns:
             if conn.agent_id in busy:
                 self.idle_since.pop(conn.agent_id, None)
             else:
                 self.idle_since.setdefault(conn.agent_id, now)
-            agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots)))
+            flag = flags.get(conn.agent_id) or consolidation.AgentFlags(False, False, frozenset())
+            taken = used.get(conn.agent_id, set())
+            free = sum(1 for s in conn.slots if s.id not in taken and str(s.id) not in flag.disabled_slots)
+            agents.append(AgentView(conn.agent_id, self.idle_since.get(conn.agent_id), len(conn.slots), free=free,
+                                    draining=flag.draining, consolidating=flag.consolidating,
+                                    tasks=tuple(tasks.get(conn.agent_id, ()))))
             self.agent_seen_at[conn.agent_id] = now
         views = [InstanceView(i.instance_id, cast(InstanceState, i.state), i.launched_at, i.zone, i.instance_type,
                               i.spot, i.tags.get("det-launch-request", ""), known=i.instance_id in rows,
@@ -142,8 +153,27 @@ class PoolAutoscaler:
             views = [v for v in views if v.instance_id not in terminated]
             if not await self._launch_all(decision, now, errors):
                 break  # nothing failed: the decision stands
+        await self._drain_all(decision, tasks)
         self.last_decision, self.last_errors, self.last_tick_at = decision, errors, now
         return decision
+
+    async def _drain_all(self, decision: Decision, tasks: dict[str, list[TaskView]]) -> None:
+        """Consolidation's drains: each instance's trials checkpoint and move (consolidation.py)."""
+        if not decision.drains:
+            return
+        if self.drain_agent is None:
+            decision.explanation.append("not draining: no orchestrator is wired to this autoscaler")
+            return
+        moves_before = {t.task_id: t.moves for ts in tasks.values() for t in ts}
+        for drain in decision.drains:
+            moved = await consolidation.act(self.rt, self.pool, drain, self.drain_agent,
+                                            self.scaling.consolidation.max_moves_per_trial, moves_before)
+            if moved:
+                log.info("pool %s: draining %s, moving %s: %s", self.pool, drain.instance_id, ", ".join(moved),
+                         drain.reason)
+            else:
+                decision.explanation.append(f"not draining {drain.instance_id} after all: its work changed since "
+                                            "this tick read it")
 
     def _agent_seen(self, row: Instance | None) -> float | None:
         """When the instance's agent was last connected, so that a dropped connection gets
@@ -203,7 +233,7 @@ class PoolAutoscaler:
                 session.add(Instance(
                     id=inst.instance_id, pool=self.pool, provider=self.provider, instance_type=inst.instance_type,
                     zone=inst.zone, spot=inst.spot, launch_request_id=req.request_id, state=inst.state,
-                    price_per_hour=self.prices.get(inst.instance_type, 0.0),
+                    price_per_hour=self.price_of(inst.instance_type, inst.spot),
                     launched_at=datetime.fromtimestamp(inst.launched_at, UTC), reason=reason))
                 session.add(StateTransition(entity="instance", entity_id=inst.instance_id, from_state=None,
                                             to_state=inst.state, reason=reason, at=utcnow()))

@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from controlplane.autoscaler import PoolScaling
+from controlplane.autoscaler import Consolidation, PoolScaling
 from controlplane.config import fields as f
+from controlplane.config.errors import ConfigError, raise_all
+from controlplane.master.autoscaling.consolidation import DrainAgent
 from controlplane.master.autoscaling.reconciler import PoolAutoscaler
+from controlplane.master.autoscaling.shapes import shapes_of
 from controlplane.master.background import BackgroundLoop, note_failure
 from controlplane.master.db import outage
 from controlplane.master.pools import PoolConfig
@@ -19,28 +23,87 @@ from provisioners.base import Provisioner
 log = logging.getLogger("controlplane.autoscaler")
 MIN_TICK_GAP_S = 1.0  # a wake-up for new demand never makes the cloud be listed more often than this
 InstanceGone = Callable[[str, str], Awaitable[None]]  # (instance id, why) -> its work re-queued
+T = TypeVar("T")
 
 
 def scaling_of(pool: PoolConfig) -> PoolScaling:
-    """The provider block of a pool (Determined's field names) as the planner's policy."""
+    """The provider block of a pool (Determined's field names) as the planner's policy; its
+    instance types and prices as `shapes.py` reads them. Every mistake of the block is raised at
+    once (ConfigErrors), each naming its field."""
     p, path = pool.provider, f"resource_pools[{pool.name}].provider"
-    types = p.get("instance_type") or p.get("machine_type") or "default"
+    errors: list[ConfigError] = []
+
+    def read(fn: Callable[..., T], *args: Any, default: T, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as e:
+            errors.append(e)
+            return default
+
+    shapes = shapes_of(p, path, errors)
     zones = p.get("zones") or ([p["zone"]] if p.get("zone") else [])
-    return PoolScaling(
-        pool=pool.name, instance_types=tuple([types] if isinstance(types, str) else types), zones=tuple(zones),
-        slots_per_instance=f.integer(p.get("slots_per_instance", 1), f"{path}.slots_per_instance", minimum=0),
-        spot=bool(p.get("spot") or p.get("provisioning_model", "").upper() == "SPOT"),
-        spot_fallback_to_on_demand=bool(p.get("spot_fallback_to_on_demand", False)),
-        min_instances=f.integer(p.get("min_instances", 0), f"{path}.min_instances", minimum=0),
-        max_instances=f.integer(p.get("max_instances", 5), f"{path}.max_instances", minimum=0),
-        max_idle_agent_period_s=parse_duration(p.get("max_idle_agent_period", "10m"), f"{path}.max_idle_agent_period"),
-        max_agent_starting_period_s=parse_duration(p.get("max_agent_starting_period", "10m"),
-                                                   f"{path}.max_agent_starting_period"),
-    )
+    min_instances = read(f.integer, p.get("min_instances", 0), f"{path}.min_instances", minimum=0, default=0)
+    max_instances = read(f.integer, p.get("max_instances", 5), f"{path}.max_instances", minimum=0, default=5)
+    idle_s = read(parse_duration, p.get("max_idle_agent_period", "10m"), f"{path}.max_idle_agent_period",
+                  default=600.0)
+    starting_s = read(parse_duration, p.get("max_agent_starting_period", "10m"),
+                      f"{path}.max_agent_starting_period", default=600.0)
+    consolidation = consolidation_of(p.get("consolidation"), f"{path}.consolidation", errors)
+    raise_all(errors)
+    try:
+        return PoolScaling(
+            pool=pool.name, shapes=shapes, zones=tuple(zones),
+            spot=bool(p.get("spot") or p.get("provisioning_model", "").upper() == "SPOT"),
+            spot_fallback_to_on_demand=bool(p.get("spot_fallback_to_on_demand", False)),
+            min_instances=min_instances, max_instances=max_instances,
+            max_idle_agent_period_s=idle_s, max_agent_starting_period_s=starting_s, consolidation=consolidation,
+        )
+    except ValueError as e:  # a rule across fields (min <= max, ...)
+        raise ConfigError(path, str(e)) from e
 
 
-def local_agent_command(rt: RuntimeCore) -> Callable[[str, str], list[str]]:
-    """How the `local` provider starts an agent: this venv's det-agent, the instance id as its id."""
+CONSOLIDATION_FIELDS = {"enabled", "max_moves_per_trial", "move_cost", "min_runtime"}
+
+
+def consolidation_of(raw: Any, path: str, errors: list[ConfigError]) -> Consolidation:
+    """The provider's optional `consolidation: {enabled, max_moves_per_trial, move_cost,
+    min_runtime}` (defaults: on, 2 moves per trial, 2m of a moved trial's slots, 3h run before a
+    move onto free slots); each mistake is added to ``errors``."""
+    default = Consolidation()
+    try:
+        c = f.mapping(raw, path)
+        f.no_unknown(c, CONSOLIDATION_FIELDS, path)
+    except ConfigError as e:
+        errors.append(e)
+        return default
+    enabled, moves, cost = default.enabled, default.max_moves_per_trial, default.move_cost_s
+    try:
+        enabled = f.boolean(c.get("enabled", enabled), f"{path}.enabled")
+    except ConfigError as e:
+        errors.append(e)
+    try:
+        moves = f.integer(c.get("max_moves_per_trial", moves), f"{path}.max_moves_per_trial", minimum=0)
+    except ConfigError as e:
+        errors.append(e)
+    cost = _duration(c, "move_cost", default.move_cost_s, path, errors)
+    min_runtime = _duration(c, "min_runtime", default.min_runtime_s, path, errors)
+    return Consolidation(enabled=enabled, max_moves_per_trial=moves, move_cost_s=cost, min_runtime_s=min_runtime)
+
+
+def _duration(c: dict[str, Any], key: str, default: float, path: str, errors: list[ConfigError]) -> float:
+    try:
+        value = parse_duration(c.get(key, default), f"{path}.{key}")
+        if not 0 <= value < float("inf"):
+            raise ConfigError(f"{path}.{key}", f"must be a duration >= 0, got {c.get(key)!r}")
+        return value
+    except ConfigError as e:
+        errors.append(e)
+        return default
+
+
+def local_agent_command(rt: RuntimeCore) -> Callable[[str, str, str], list[str]]:
+    """How the `local` provider starts an agent: this venv's det-agent, the instance id as its id,
+    with the slots of the launched type (the pool's largest for a type it does not list)."""
     import sys
     from pathlib import Path
 
@@ -51,19 +114,24 @@ def local_agent_command(rt: RuntimeCore) -> Callable[[str, str], list[str]]:
     token_file.chmod(0o600)
     token_file.write_text(settings.join_token)
     agent_bin = str(Path(sys.executable).parent / "det-agent")
-    slots = {p.name: scaling_of(p).slots_per_instance for p in settings.pools if p.provider}
+    scalings = {p.name: scaling_of(p) for p in settings.pools if p.provider}
 
-    def command(pool: str, instance_id: str) -> list[str]:
+    def command(pool: str, instance_id: str, instance_type: str = "") -> list[str]:
+        scaling = scalings.get(pool)
+        slots = scaling.slots_of(instance_type) if scaling is not None else 1
+        typed = ["--instance-type", instance_type] if instance_type else []
         return [agent_bin, "--master", f"http://127.0.0.1:{settings.port}", "--join-token-file", str(token_file),
-                "--agent-id", instance_id, "--pool", pool, "--slots", str(slots.get(pool, 1)), "--slot-type", "cpu",
+                "--agent-id", instance_id, "--pool", pool, "--slots", str(slots), "--slot-type", "cpu", *typed,
                 "--work-dir", str(settings.data_dir / "local-agents" / instance_id), "--hide", str(settings.data_dir)]
 
     return command
 
 
-def build(rt: RuntimeCore, on_instance_gone: InstanceGone) -> AutoscalerService | None:
+def build(rt: RuntimeCore, on_instance_gone: InstanceGone,
+          drain_agent: DrainAgent | None = None) -> AutoscalerService | None:
     """The autoscaler of the pools that have a provider (None when none has); ``on_instance_gone``
-    re-queues the work of an instance that vanished (the orchestrator's ``instance_gone``)."""
+    re-queues the work of an instance that vanished (the orchestrator's ``instance_gone``),
+    ``drain_agent`` carries out consolidation's drains (the orchestrator's ``drain_agent``)."""
     if not any(p.provider for p in rt.settings.pools):
         return None
     from agent_image.boot.render import render_boot_script
@@ -80,12 +148,14 @@ def build(rt: RuntimeCore, on_instance_gone: InstanceGone) -> AutoscalerService 
 
     return AutoscalerService(rt, lambda pool: provisioner_for(pool, local_command=command,
                                                                overrides=rt.settings.provisioner_overrides),
-                             boot, tick_s=rt.settings.autoscaler_tick_s, on_instance_gone=on_instance_gone)
+                             boot, tick_s=rt.settings.autoscaler_tick_s, on_instance_gone=on_instance_gone,
+                             drain_agent=drain_agent)
 
 
 class AutoscalerService:
     def __init__(self, rt: RuntimeCore, provisioner_for: Callable[[PoolConfig], Provisioner],
-                 boot_script: Callable[[str], str], on_instance_gone: InstanceGone, tick_s: float = 5.0) -> None:
+                 boot_script: Callable[[str], str], on_instance_gone: InstanceGone, tick_s: float = 5.0,
+                 drain_agent: DrainAgent | None = None) -> None:
         self.rt = rt
         self.tick_s = tick_s
         self.pools: dict[str, PoolAutoscaler] = {}
@@ -94,8 +164,8 @@ class AutoscalerService:
                 continue
             self.pools[pool.name] = PoolAutoscaler(
                 rt=rt, scaling=scaling_of(pool), provisioner=provisioner_for(pool), provider=pool.provider["type"],
-                boot_script=boot_script, prices=dict(pool.provider.get("prices") or {}),
-                on_instance_gone=on_instance_gone)
+                boot_script=boot_script,
+                on_instance_gone=on_instance_gone, drain_agent=drain_agent)
         # A tick every tick_s, or on new demand but at most every MIN_TICK_GAP_S (bounds cloud API calls).
         self._loop = BackgroundLoop("autoscaler tick", self._tick_pools, log=log, interval_s=tick_s,
                                     health=rt.db_health, run_first=True, min_gap_s=min(MIN_TICK_GAP_S, tick_s))

@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -148,6 +149,9 @@ class Allocation(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Its task long-polled its preemption signal (as Determined's harness and core API do when they
+    # watch for preemption): it declared it checkpoints and exits when asked, so consolidation may move it.
+    watches_preemption: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     exit_reason: Mapped[str] = mapped_column(Text, default="")
     # An OpenPAI job's task: its job, role and task index (None for a trial's allocation).
@@ -308,6 +312,27 @@ class Instance(Base):
     registered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     terminated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     reason: Mapped[str] = mapped_column(Text, default="")  # why it was launched, or why it ended
+
+
+class ConsolidationMove(Base):
+    """A trial the autoscaler moved off an underused instance so the instance could be terminated
+    (``autoscaling/consolidation.py``): one row per moved allocation; the moves of one drain share
+    ``drain_id`` and the drain's price and expected saving. Kept as history: no foreign keys."""
+
+    __tablename__ = "consolidation_moves"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pool: Mapped[str] = mapped_column(String(255))
+    drain_id: Mapped[str] = mapped_column(String(32))
+    instance_id: Mapped[str] = mapped_column(String(255), index=True)  # the drained instance (its agent's id)
+    trial_id: Mapped[int] = mapped_column(Integer, index=True)
+    allocation_id: Mapped[str] = mapped_column(String(160))
+    to_agent: Mapped[str] = mapped_column(String(255))  # where the planner expected it to go
+    reason: Mapped[str] = mapped_column(Text)
+    usd_per_hour: Mapped[float] = mapped_column(Float, default=0.0)  # what terminating the instance saves an hour
+    expected_saving_usd: Mapped[float] = mapped_column(Float, default=0.0)  # the drain's, net of its moves' cost
+    created_at: Mapped[datetime] = _ts()
+
+    __table_args__ = (Index("ix_consolidation_moves_pool_created_at", "pool", "created_at"),)
 
 
 class RegisteredModel(Base):

@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -289,6 +289,35 @@ class Orchestrator:
                 self.request_preemption(alloc, f"{agent_id}: {reason}")
         log.warning("agent %s is being taken back by its cloud (%s): preempting its trials", agent_id, reason)
         self.wake()
+
+    async def drain_agent(self, agent_id: str, preempt: Mapping[str, str],
+                          record: Callable[[AsyncSession, list[Allocation]], None]) -> list[Allocation]:
+        """Consolidation empties ``agent_id``: it takes no new work, and each named allocation
+        (id -> reason) checkpoints and exits the way pause does, then is re-queued from its
+        checkpoint (a preemption, never a failure). ``record`` writes why in the same transaction,
+        given the allocations preempted. The caller's picture may be stale, so nothing happens
+        (an empty list) unless every live allocation on the agent is named and is a trial running
+        there alone that is RUNNING or QUEUED (anything else: new work placed since, a trial being
+        stopped or paused)."""
+        async with self.transaction() as session:
+            live = await self._live_allocations_on(session, agent_id)
+            moved: list[Allocation] = []
+            for alloc in live:
+                trial = await session.get(Trial, alloc.trial_id) if alloc.trial_id is not None else None
+                if (alloc.id not in preempt or trial is None or trial.state not in (T.RUNNING, T.QUEUED)
+                        or set(gang.agents_of(alloc)) != {agent_id}):
+                    return []
+                moved.append(alloc)
+            agent = await session.get(Agent, agent_id)
+            if not moved or agent is None:
+                return []
+            agent.draining = True
+            record(session, moved)
+            for alloc in moved:
+                self.request_preemption(alloc, preempt[alloc.id])
+        log.info("agent %s drained by consolidation: preempting %s", agent_id, ", ".join(a.id for a in moved))
+        self.wake()
+        return moved
 
     async def instance_gone(self, agent_id: str, reason: str) -> None:
         """The cloud says the agent's machine no longer exists: nothing can reconnect, so its

@@ -13,14 +13,24 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.state import allocation as A
 
 
-async def preempt_state(rt: MasterRuntime, alloc_id: str) -> tuple[bool, bool]:
-    """(preempt?, allocation still live?)"""
+async def preempt_state(rt: MasterRuntime, alloc_id: str) -> tuple[bool, bool, bool]:
+    """(preempt?, allocation still live?, its task watches the signal already?)"""
     async with rt.sessions() as session:
-        row = (await session.execute(select(Allocation.preempt_requested, Allocation.state)
+        row = (await session.execute(select(Allocation.preempt_requested, Allocation.state,
+                                            Allocation.watches_preemption)
                                      .where(Allocation.id == alloc_id))).first()
     if row is None:
         raise NotFound(f"allocation {alloc_id} not found")
-    return bool(row[0]), row[1] != A.TERMINATED
+    return bool(row[0]), row[1] != A.TERMINATED, bool(row[2])
+
+
+async def note_watching(rt: MasterRuntime, alloc_id: str) -> None:
+    """Its own task polls the preemption signal: it declared it checkpoints and exits when asked,
+    which lets consolidation move it (``autoscaling/consolidation.py``). Written once."""
+    async with rt.sessions.begin() as session:
+        await session.execute(update(Allocation).where(
+            Allocation.id == alloc_id, Allocation.state != A.TERMINATED,
+            Allocation.watches_preemption.is_(False)).values(watches_preemption=True))
 
 
 async def owner_of(rt: MasterRuntime, alloc_id: str) -> int:

@@ -39,6 +39,34 @@ def test_resource_pool_list_master_error(fake_master, det):
     assert "Traceback" not in r.err
 
 
+def test_resource_pool_describe_shows_each_instance_type_with_prices_and_count(fake_master, det):
+    fake_master.state.autoscaler["gpu"] = {
+        "pool": "gpu", "provider": "aws", "autoscaling": True, "minInstances": 0, "maxInstances": 8,
+        "spentUsd": 1.5, "burnUsdPerHour": 1.356, "plan": [], "blocked": [], "lastErrors": [], "backoff": None,
+        "shapes": [{"instanceType": "g5.xlarge", "slots": 1, "gpuModel": "A10G", "usdPerHour": 1.006,
+                    "spotUsdPerHour": 0.35, "count": 2, "spotCount": 1, "configured": True},
+                   {"instanceType": "g5.48xlarge", "slots": 8, "gpuModel": "A10G", "usdPerHour": 16.288,
+                    "spotUsdPerHour": 0.0, "count": 0, "spotCount": 0, "configured": True},
+                   {"instanceType": "x9", "slots": 0, "gpuModel": "", "usdPerHour": 0.0,
+                    "spotUsdPerHour": 0.0, "count": 1, "spotCount": 0, "configured": False}],
+        "burn": [{"instanceType": "g5.xlarge", "spot": False, "pricePerHour": 1.006, "count": 1},
+                 {"instanceType": "g5.xlarge", "spot": True, "pricePerHour": 0.35, "count": 1},
+                 {"instanceType": "x9", "spot": False, "pricePerHour": 0.0, "count": 1}],
+        "instances": []}
+    r = det("resource-pool", "describe", "gpu")
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.strip().startswith("Type"))
+    assert [c.strip() for c in lines[head].split("|")] == ["Type", "Slots", "GPU", "$/h on-demand", "$/h spot",
+                                                           "Running"]
+    assert table_rows("\n".join(lines[head:head + 5])) == [
+        ["g5.xlarge", "1", "A10G", "$1.006", "$0.35", "2 (1 spot)"],
+        ["g5.48xlarge", "8", "A10G", "$16.288", "-", "0"],
+        ["x9 (not configured)", "-", "-", "-", "-", "1"]]
+    assert ("Burning $1.36/h now: 1 × g5.xlarge (on-demand, $1.006/h), 1 × g5.xlarge (spot, $0.35/h), "
+            "1 × x9 (on-demand, $0/h)") in r.out, r.out
+
+
 # ---- agent enable / disable -----------------------------------------------------------------
 def test_resource_pool_describe_says_what_the_pool_burns_now(fake_master, det):
     fake_master.state.autoscaler["gpu"] = {

@@ -23,6 +23,7 @@ from controlplane.master.api.auth_guard import runtime_of
 from controlplane.master.api.autoscaler_json import describe_json
 from controlplane.master.api.params import ListOffset
 from controlplane.master.authz import Action, opt
+from controlplane.master.autoscaling import consolidation
 from controlplane.master.autoscaling.service import scaling_of
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import agents as agent_reads
@@ -83,7 +84,8 @@ async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListO
         for pool in rt.settings.pools:
             if pool.provider:
                 rows = await resource_pools.recent_instances(session, pool.name, MAX_INSTANCES)
-                described.append(describe_json(rt, pool, rows, t_now))
+                moves = await consolidation.summary(session, pool.name)
+                described.append(describe_json(rt, pool, rows, t_now, moves))
         series = await spend.spend_over_time(session, now, window=window, bucket=bucket)
         names = await experiment_reads.experiment_names(session, list(series.experiments))
     pools = []
@@ -97,7 +99,8 @@ async def cluster_page(request: AnyRequest, limit: PageLimit = 50, offset: ListO
             min_instances=scaling.min_instances if scaling else None,
             max_instances=scaling.max_instances if scaling else None))
     agent_views = [AgentView(agent_json(a, use.get(a.id, {}), a.id in rt.hub.connections,
-                                        rt.hub.environments.get(a.id, ())), a.resource_pool, len(use.get(a.id, {})))
+                                        rt.hub.environments.get(a.id, ()), rt.hub.instance_types.get(a.id, "")),
+                             a.resource_pool, len(use.get(a.id, {})))
                    for a in agents]
     return render.page(request, "cluster.html", pools=pools, agents=agent_views, total_agents=total_agents,
                        limit=limit, offset=offset, described=described, series=series, exp_names=names,

@@ -122,16 +122,18 @@ async def test_work_placed_while_the_autoscaler_reads_is_not_counted_twice(fake_
     [iid] = p.live()
     await p.boot(iid)  # its agent is idle; the trial is still pending
     placed: list[str] = []
-    real_scalars = AsyncSession.scalars
 
-    async def scalars(self, statement, *args, **kwargs):
-        result = await real_scalars(self, statement, *args, **kwargs)
-        if not placed and "allocations" in str(statement):
-            placed.append(str(statement))
-            await p.rt.orchestrator.tick()  # places the trial on the idle agent and commits
-        return result
+    def placing_after(real):
+        async def read(self, statement, *args, **kwargs):
+            result = await real(self, statement, *args, **kwargs)
+            if not placed and "allocations" in str(statement):
+                placed.append(str(statement))
+                await p.rt.orchestrator.tick()  # places the trial on the idle agent and commits
+            return result
+        return read
 
-    monkeypatch.setattr(AsyncSession, "scalars", scalars)
+    monkeypatch.setattr(AsyncSession, "scalars", placing_after(AsyncSession.scalars))
+    monkeypatch.setattr(AsyncSession, "execute", placing_after(AsyncSession.execute))
     decision = await p.tick()
     monkeypatch.undo()
     assert placed, "the autoscaler did not read the allocations"

@@ -118,7 +118,10 @@ async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
     assert info["provider"] == "fake" and info["maxInstances"] == 2
     assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "pending", "zone-b")]
     # what it burns now: its live instances by type and market, at the pool's price
-    assert info["shapes"] == [{"instanceType": "t1", "spot": False, "pricePerHour": 3.6, "count": 1}]
+    assert info["burn"] == [{"instanceType": "t1", "spot": False, "pricePerHour": 3.6, "count": 1}]
+    # each configured type with its slots, GPU, prices (`prices:` over the catalogue) and live count
+    assert info["shapes"] == [{"instanceType": "t1", "slots": 1, "gpuModel": "", "usdPerHour": 3.6,
+                               "spotUsdPerHour": 0.0, "count": 1, "spotCount": 0, "configured": True}]
     assert info["burnUsdPerHour"] == 3.6
     assert info["plan"] and info["blocked"][0]["reason"].startswith("no capacity")
     assert "none left" in info["lastErrors"][0]
@@ -135,3 +138,30 @@ async def test_a_job_that_cannot_fit_even_at_max_instances_is_refused(scaled):
     fits = {**ONE, "resources": {"slots_per_trial": 2}}
     r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump(fits), "modelDefinition": []})
     assert r.status_code == 200
+
+
+async def test_a_mixed_pool_launches_the_type_the_planner_chose_at_its_price(master_db_url, tmp_path):
+    cloud = ScriptedCloud()
+    provider = {**PROVIDER, "instance_type": None, "slots_per_instance": None, "max_instances": 3,
+                "instance_types": [{"type": "t1", "slots": 1}, {"type": "t4", "slots": 4}],
+                "prices": {"t1": 3.6, "t4": {"on_demand": 10.0, "spot": 4.0}}}
+    provider = {k: v for k, v in provider.items() if v is not None}
+    rt = await start_master(master_db_url, tmp_path, provider, cloud)
+    api = await login(rt)
+    try:
+        scaler = rt.autoscaler.pools["gpu"]
+        assert scaler.scaling.mixed and scaler.scaling.slots_of("t4") == 4
+        await create_experiment(api, {**ONE, "resources": {"slots_per_trial": 4}})
+        await scaler.tick(1000)
+        assert [(r.count, r.instance_type) for r in cloud.launches] == [(1, "t4")]
+        async with api.rt.sessions() as session:
+            row = await session.get(Instance, "i-1")
+        assert row.instance_type == "t4" and row.price_per_hour == 10.0
+        info = (await api.get("/api/v1/resource-pools/gpu/autoscaler")).json()
+        assert [(s["instanceType"], s["slots"], s["usdPerHour"], s["spotUsdPerHour"], s["count"])
+                for s in info["shapes"]] == [("t1", 1, 3.6, 0.0, 0), ("t4", 4, 10.0, 4.0, 1)]
+        assert info["burnUsdPerHour"] == 10.0
+    finally:
+        await api.aclose()
+        await release(rt.app)
+        await stop_runtime(rt)

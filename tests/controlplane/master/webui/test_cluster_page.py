@@ -8,7 +8,9 @@ import re
 from datetime import timedelta
 
 from controlplane.common.timeutil import utcnow
+from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.db.models import Instance
+from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.autoscaling.conftest import fake_pool  # noqa: F401 (the fixture)
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
 
@@ -63,3 +65,29 @@ async def test_htmx_polls_get_only_the_live_part_and_parameters_are_bounded(api)
     for query, name in (("spend=1y", "spend"), ("limit=0", "limit"), ("limit=1000", "limit"), ("offset=-1", "offset")):
         r = await api.get(f"/cluster?{query}")
         assert r.status_code == 400 and name in r.json()["message"], (query, r.text)
+
+
+async def test_each_instance_type_of_a_mixed_pool_with_its_prices_and_count(fake_pool):  # noqa: F811
+    pool = await fake_pool(instance_type=None, slots_per_instance=None, prices={"g5.xlarge": {"spot": 0.35}},
+                           instance_types=["g5.xlarge", {"type": "g5.48xlarge"}])
+    await create_experiment(pool.api, ONE)
+    await pool.tick()
+    (instance_id,) = pool.live()
+    # its agent registers saying the type it read from its instance metadata
+    slots = [wire.Slot(id=0, type="cpu")]
+    await pool.rt.orchestrator.agent_registered(
+        AgentConnection(agent_id=instance_id, pool="gpu", slots=slots, instance_type="g5.xlarge"),
+        wire.Register(agent_id=instance_id, slots=slots, pool="gpu", instance_type="g5.xlarge"))
+    html = (await pool.api.get("/cluster")).text
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr data-shape="([^"]+)".*?</tr>', html, re.S)}
+    assert list(rows) == ["g5.xlarge", "g5.48xlarge"], html
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", rows["g5.xlarge"], re.S)]
+    assert cells == ["g5.xlarge", "1", "A10G", "$1.01", "$0.35", "1"]
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?</td>", rows["g5.48xlarge"], re.S)]
+    assert cells == ["g5.48xlarge", "8", "A10G", "$16.29", "–", "0"]
+    burn = re.search(r'<p class="burn">.*?</p>', html, re.S).group(0)
+    assert "$1.01/h" in burn and "1 × g5.xlarge (on-demand" in burn
+    agent_row = re.search(rf'<tr data-agent="{instance_id}".*?</tr>', html, re.S).group(0)
+    assert "g5.xlarge" in agent_row
+    listed = (await pool.api.get("/api/v1/agents")).json()["agents"]
+    assert [(a["id"], a["instanceType"]) for a in listed] == [(instance_id, "g5.xlarge")]
