@@ -103,6 +103,7 @@ def print_consolidation(c: dict[str, Any]) -> None:
     latest moves with their reasons."""
     n, most = c.get("moveCount", 0), c.get("maxMovesPerTrial", 0)
     settings = (f"on, at most {most} move{'s' if most != 1 else ''} per trial, move cost {_duration(c['moveCostS'])}"
+                + (f", onto free slots after {_duration(c['minRuntimeS'])} of running" if "minRuntimeS" in c else "")
                 if c.get("enabled") else "off")
     print(f"Consolidation: {settings}; {n} move{'s' if n != 1 else ''}, "
           f"estimated ${c.get('savedUsd', 0):.2f} saved")

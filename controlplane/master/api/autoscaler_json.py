@@ -143,6 +143,7 @@ class PoolConsolidation(msgspec.Struct, rename="camel", kw_only=True):
     enabled: bool
     max_moves_per_trial: int
     move_cost_s: float
+    min_runtime_s: float  # onto free slots only trials that have run this long
     moves: list[ConsolidationMoveJson]
     move_count: int
     saved_usd: float
@@ -174,7 +175,7 @@ def consolidation_json(scaling: PoolScaling, moves: MoveSummary | None) -> PoolC
                                     from_instance=m.instance_id, to_agent=m.to_agent, reason=m.reason)
               for m in (moves.moves if moves else [])]
     return PoolConsolidation(enabled=c.enabled, max_moves_per_trial=c.max_moves_per_trial, move_cost_s=c.move_cost_s,
-                             moves=latest, move_count=moves.count if moves else 0,
+                             min_runtime_s=c.min_runtime_s, moves=latest, move_count=moves.count if moves else 0,
                              saved_usd=moves.saved_usd if moves else 0.0)
 
 
