@@ -34,6 +34,7 @@ from benchmarks.autoscaler_sim.workload import GANG_SIZES, GANG_WEIGHTS, make_tr
 from controlplane.autoscaler import LaunchFailure, PoolScaling, plan
 
 SLOTS = 8
+USD_PER_HOUR = 32.7726  # p4d.24xlarge on demand (8 A100), what an instance-hour costs here
 BOOT_S = 60.0
 ZONES = ("zone-a", "zone-b", "zone-c")
 DET_DEFAULT_IDLE_S = DET_DEFAULT_STARTING_S = 20 * 60.0  # Determined's code defaults (reference §1.5)
@@ -113,13 +114,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"Determined defaults row: max_idle_agent_period and max_agent_starting_period {DET_DEFAULT_IDLE_S:.0f} s; "
           f"max_instances kept at {cfg.max_instances} (its default 5 would cap the pool)")
     print()
-    print(f"{'policy':44} {'inst-h':>8} {'x oracle':>8} {'starts':>6} {'peak':>5} {'median wait':>11} "
-          f"{'p95 wait':>8} {'mean wait':>9} {'runs':>6}")
+    print(f"{'policy':44} {'dollars':>8} {'inst-h':>8} {'x oracle':>8} {'starts':>6} {'peak':>5} {'median wait':>11} "
+          f"{'p95 wait':>8} {'mean wait':>9} {'runs':>6} {'moves':>5}")
     for r in (ours, d_same, d_def, faulty, tick_only):
-        print(f"{r.policy:44} {r.instance_hours:8.1f} {r.instance_s / orc.instance_s:8.3f} {r.starts:6d} "
+        print(f"{r.policy:44} {r.instance_hours * USD_PER_HOUR:8,.0f} {r.instance_hours:8.1f} "
+              f"{r.instance_s / orc.instance_s:8.3f} {r.starts:6d} "
               f"{r.peak_instances:5d} {r.median_wait:10.1f}s {r.p95_wait:7.1f}s {statistics.fmean(r.waits):8.1f}s "
-              f"{r.runs:6d}")
-    print(f"{'oracle (lower bound)':44} {orc.instance_s / 3600:8.1f} {1.0:8.3f} {orc.starts:6d}")
+              f"{r.runs:6d} {sum(r.moves):5d}")
+    print(f"{'oracle (lower bound)':44} {orc.instance_s / 3600 * USD_PER_HOUR:8,.0f} {orc.instance_s / 3600:8.1f} "
+          f"{1.0:8.3f} {orc.starts:6d}")
+    print(f"dollars: instance-hours x ${USD_PER_HOUR}/h (p4d.24xlarge on demand); moves: consolidation's (a move "
+          "costs its job 2 minutes of its GPUs and of wait)")
     print("runs: times the rule ran (each lists the cloud); the tick-only row is the planner without the wake-up, "
           "for comparison only")
     print(f"NoCapacity errors in {ZONES[0]} during the fault run: {faulty.capacity_errors} "
@@ -156,6 +161,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     figures = {
         "jobs": len(trace), "seed": a.seed, "idle_s": cfg.max_idle_agent_period_s,
         "oracle_h": orc.instance_s / 3600, "instance_h": ours.instance_hours, "oracle_ratio": ratio,
+        "cost_usd": ours.instance_hours * USD_PER_HOUR, "determined_cost_usd": d_same.instance_hours * USD_PER_HOUR,
+        "moves": sum(ours.moves),
         "median_wait_s": ours.median_wait, "p95_wait_s": ours.p95_wait,
         "determined_h": d_same.instance_hours, "determined_ratio": det_ratio,
         "determined_median_wait_s": d_same.median_wait, "determined_p95_wait_s": d_same.p95_wait,
