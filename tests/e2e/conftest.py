@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +36,37 @@ from tests.support.deadline import bounded
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 EXAMPLE = ROOT / "examples" / "spirals"
+
+# Appended to a copy of examples/spirals/model.py by slow_first_run_example (SECONDS: per batch).
+SLOW_FIRST_RUN = """
+
+import time as _time
+
+from controlplane import core as _core
+
+_plain_mlp = mlp
+
+
+def mlp(*args, **kwargs):
+    model = _plain_mlp(*args, **kwargs)
+    _info = _core.get_cluster_info()
+    if _info is None or not _info.latest_checkpoint:
+        model.register_forward_pre_hook(lambda *_: _time.sleep(SECONDS))
+    return model
+"""
+
+
+def slow_first_run_example(directory: Path, seconds_per_batch: float) -> Path:
+    """A copy of examples/spirals (in ``directory``) whose trial spends at least ``seconds_per_batch``
+    on every batch of its first run, the one with no checkpoint to resume from: that run is still
+    going when a test acts on it after a checkpoint (preempts it, interrupts its spot instance), however
+    fast the machine. A run that resumed from a checkpoint has nothing left to outlast and trains at
+    full speed, so a scenario does not wait out a deliberately slow second run."""
+    context = directory / "spirals-slow-first-run"
+    shutil.copytree(EXAMPLE, context, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
+    with (context / "model.py").open("a") as f:
+        f.write(SLOW_FIRST_RUN.replace("SECONDS", repr(float(seconds_per_batch))))
+    return context
 
 
 def det(*args: str, env: dict | None = None, timeout: float = 300, check: bool = True,

@@ -5,7 +5,9 @@ The boot simulator runs each launched instance's real boot script as a local det
 local metadata endpoint, so the whole path is real: demand → launch (tagged) → boot script →
 IMDSv2 / GCE metadata identity → registration as the instance id → trials run → idle → terminate →
 the agent's processes vanish with the instance. The spot test interrupts an instance through its
-metadata and expects a checkpoint, a replacement instance and a resume from that checkpoint.
+metadata and expects a checkpoint, a replacement instance and a resume from that checkpoint. The
+mixed-shape tests (no boot simulator) check which instance types a pool of a 1-slot and a 4-slot
+type launches for 1-slot trials and for a 4-slot gang, as the cloud lists them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.conftest import EXAMPLE, processes_mentioning
+from tests.e2e.conftest import EXAMPLE, processes_mentioning, slow_first_run_example
 from tests.support.boot_simulator import BootSimulator
 from tests.support.cluster import MasterProcess, wait_for
 from tests.support.moto_server import aws_env, fresh_moto, moto_server_thread
@@ -33,22 +35,12 @@ GCE_PROJECT, GCE_ZONE = "det-test", "us-central1-a"
 AWS_ENV = aws_env(REGION)
 IDLE = "5s"
 HELLO = "hello from the cloud"
-SPOT_BATCHES = 3000  # with SLOW_BATCHES, at least 30 s: still running when the notice comes
-# Appended to the spot test's copy of model.py: every training step takes at least 10 ms, so an idle
+SPOT_BATCHES = 1500  # with SPOT_SLOW_S, at least 30 s in its first run: still running when the notice comes
+# Every batch of the trial's first run takes at least this long (slow_first_run_example), so an idle
 # machine cannot finish the trial between its first checkpoint and the agent's next look at the
-# metadata (every 5 s); a loaded one only trains slower, and the cloud waits for the checkpoint.
-SLOW_BATCHES = """
-
-import time as _time
-
-_plain_mlp = mlp
-
-
-def mlp(*args, **kwargs):
-    model = _plain_mlp(*args, **kwargs)
-    model.register_forward_pre_hook(lambda *_: _time.sleep(0.01))
-    return model
-"""
+# metadata (every 5 s); a loaded one only trains slower, and the cloud waits for the checkpoint. The
+# run resumed on the replacement trains the rest at full speed: nothing the test checks depends on it.
+SPOT_SLOW_S = 0.02
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -304,8 +296,8 @@ def test_ec2_spot_interruption_checkpoints_and_resumes_on_a_new_instance(tmp_pat
     config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
     config["resources"] = {"resource_pool": "gpu", "slots_per_trial": 1}
     config["searcher"]["max_length"] = {"batches": SPOT_BATCHES}
-    context = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
-    context["model.py"] += SLOW_BATCHES.encode()
+    example = slow_first_run_example(tmp_path, SPOT_SLOW_S)
+    context = {p.name: p.read_bytes() for p in example.iterdir() if p.is_file()}
     exp_id = api.create_experiment(config, context)
 
     def running_with_a_checkpoint():
@@ -388,3 +380,108 @@ def test_an_instance_that_vanishes_from_the_cloud_is_replaced(tmp_path, db_url, 
 
     rec = wait_for(record_terminated, 15, "the vanished instance's record to say it is gone", interval_s=0.5)
     assert rec["terminatedAt"] and "gone from the cloud" in rec["reason"], rec
+
+
+# -- mixed shapes ---------------------------------------------------------------------------------
+# A pool of a 1-slot and a 4-slot type, priced so that the 1-slot type is cheaper per slot ($1/h a
+# slot against $1.25/h): the planner launches 1-slot instances for 1-slot trials and the 4-slot type
+# for a 4-slot gang. No instance boots an agent here (no boot simulator): what the test checks is
+# what the master asks the cloud for, and the cloud's own listing of what it launched.
+SHAPE_PRICES = {"small": 1.0, "big": 5.0}
+
+
+def shape_config(name: str, slots: int, trials: int) -> dict:
+    return {"name": name, "entrypoint": f"python3 -c \"print('{HELLO}')\"",
+            "resources": {"resource_pool": "gpu", "slots_per_trial": slots},
+            "searcher": {"name": "random", "metric": "x", "max_trials": trials, "max_concurrent_trials": trials,
+                         "max_length": 1},
+            "hyperparameters": {"n": {"type": "int", "minval": 1, "maxval": 100}}, "max_restarts": 0}
+
+
+def check_shapes(api: Api, master: MasterProcess, live_types, small: str, big: str) -> None:
+    """Three 1-slot trials bring three `small` instances; then a 4-slot gang brings one `big`.
+    ``live_types()``: the types of the cluster's live instances, as the cloud lists them."""
+    def why() -> str:
+        try:
+            pool = json.dumps(api.pool(), indent=1)[:3000]
+        except Exception as e:  # noqa: BLE001 - a diagnostic
+            pool = f"(autoscaler describe failed: {e})"
+        return f"cloud lists: {live_types()}\nmaster log:\n{master.log_tail(40)}\n\npool:\n{pool}"
+
+    def settled(expected: list[str], gangs: int):
+        """The cloud lists exactly ``expected``, the pool's records are those instances, and a tick
+        that saw them all booting decided to launch nothing more for the ``gangs`` pending gangs."""
+        quiet = (f"not scaling up: {gangs} pending gangs fit on capacity already there or coming "
+                 f"(0 idle agents, {len(expected)} booting instances, 0 launches not listed yet)")
+
+        def check():
+            if sorted(live_types()) != expected:
+                return None
+            d = api.pool()
+            records = sorted(i["instanceType"] for i in d["instances"] if i["state"] != "terminated")
+            return d if records == expected and d["plan"] == [quiet] and sorted(live_types()) == expected else None
+        return check
+
+    assert live_types() == []
+    api.create_experiment(shape_config("three-small", 1, 3), {"README": b"mixed shapes\n"})
+    try:
+        wait_for(lambda: len(live_types()) >= 3 or None, 60, "instances for three 1-slot trials", interval_s=0.3)
+        first = wait_for(settled([small] * 3, 3), 30, f"exactly three {small} instances", interval_s=0.3)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{why()}") from None
+    assert sorted(live_types()) == [small] * 3, why()
+    shapes = {s["instanceType"]: s for s in first["shapes"]}
+    assert shapes[small]["slots"] == 1 and shapes[small]["usdPerHour"] == SHAPE_PRICES["small"], shapes
+    assert shapes[big]["slots"] == 4 and shapes[big]["usdPerHour"] == SHAPE_PRICES["big"], shapes
+    assert shapes[small]["count"] == 3 and shapes[big]["count"] == 0, shapes
+    assert {i["reason"].split(" in zone")[0] for i in first["instances"]} == {f"launch 3 × {small} (on-demand)"}
+
+    api.create_experiment(shape_config("one-gang", 4, 1), {"README": b"mixed shapes\n"})
+    try:
+        wait_for(lambda: len(live_types()) >= 4 or None, 60, "an instance for the 4-slot gang", interval_s=0.3)
+        second = wait_for(settled(sorted([small] * 3 + [big]), 4), 30, f"three {small} and one {big}", interval_s=0.3)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{why()}") from None
+    shapes = {s["instanceType"]: s for s in second["shapes"]}
+    assert shapes[small]["count"] == 3 and shapes[big]["count"] == 1, shapes
+    reasons = {i["instanceType"]: i["reason"] for i in second["instances"]}
+    assert reasons[big].startswith(f"launch 1 × {big} (on-demand)"), reasons
+    assert second["burnUsdPerHour"] == 3 * SHAPE_PRICES["small"] + SHAPE_PRICES["big"], second["burn"]
+
+
+@pytest.mark.both_databases  # the instance records and their shapes' prices are stored and read back in SQL
+def test_ec2_mixed_pool_launches_the_cheapest_shape_per_used_slot(tmp_path, db_url, moto_url, ec2, stack):
+    small, big = "g4dn.xlarge", "g4dn.12xlarge"  # 1 and 4 GPUs in the catalogue
+    image_id = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    provider = {"type": "aws", "region": REGION, "endpoint_url": moto_url, "image_id": image_id,
+                "instance_types": [small, big], "prices": {small: SHAPE_PRICES["small"], big: SHAPE_PRICES["big"]},
+                "zones": [ZONE], "max_instances": 8, "max_idle_agent_period": IDLE,
+                "max_agent_starting_period": "5m"}
+    master, api = start_master(tmp_path, db_url, provider, stack)
+    cluster_id = api.cluster_id()
+
+    def live_types() -> list[str]:
+        resp = ec2.describe_instances(Filters=[{"Name": "tag:det-cluster-id", "Values": [cluster_id]},
+                                               {"Name": "tag:det-pool", "Values": ["gpu"]},
+                                               {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        return [i["InstanceType"] for r in resp["Reservations"] for i in r["Instances"]]
+
+    check_shapes(api, master, live_types, small, big)
+
+
+@pytest.mark.both_databases  # the instance records and their shapes' prices are stored and read back in SQL
+def test_gce_mixed_pool_launches_the_cheapest_shape_per_used_slot(tmp_path, db_url, gce_server, stack):
+    small, big = "g2-standard-4", "g2-standard-48"  # 1 and 4 L4s in the catalogue
+    provider = {"type": "gcp", "project": GCE_PROJECT, "zones": [GCE_ZONE], "machine_types": [small, big],
+                "prices": {small: SHAPE_PRICES["small"], big: SHAPE_PRICES["big"]},
+                "image": "projects/debian-cloud/global/images/family/debian-12", "endpoint": gce_server.url,
+                "max_instances": 8, "max_idle_agent_period": IDLE, "max_agent_starting_period": "5m"}
+    master, api = start_master(tmp_path, db_url, provider, stack)
+    cluster_id = api.cluster_id()
+
+    def live_types() -> list[str]:
+        with gce_server.state.lock:
+            return [i["machineType"].rsplit("/", 1)[-1] for i in gce_server.state.instances.values()
+                    if i.get("labels", {}).get("det-cluster-id") == cluster_id and i.get("status") == "RUNNING"]
+
+    check_shapes(api, master, live_types, small, big)

@@ -32,13 +32,18 @@ def _session(url: str) -> requests.Session:
     return s
 
 
-# Appended to the pause test's copy of model_def.py: every batch takes at least 50 ms, so the run
-# lasts tens of seconds after its first checkpoint however fast the machine, and the pause, which
-# needs a CLI call and a preemption poll, always lands mid-run.
+# Appended to the pause test's copy of model_def.py: in the run that is paused (it has no checkpoint to
+# resume from) every batch takes at least 50 ms, so the run lasts tens of seconds after its first
+# checkpoint however fast the machine, and the pause, which needs a CLI call and a preemption poll,
+# always lands mid-run. The resumed run (it restores from the pause's checkpoint) has no pause to wait
+# for and trains the rest at full speed: nothing the test checks depends on how fast it trains.
 SLOW_BATCHES = """
 import time as _time
 
+from controlplane import core as _core
+
 _train_batch = SyntheticTrial.train_batch
+_info = _core.get_cluster_info()
 
 
 def _slow_train_batch(self, *args, **kwargs):
@@ -46,7 +51,8 @@ def _slow_train_batch(self, *args, **kwargs):
     return _train_batch(self, *args, **kwargs)
 
 
-SyntheticTrial.train_batch = _slow_train_batch
+if _info is None or not _info.latest_checkpoint:
+    SyntheticTrial.train_batch = _slow_train_batch
 """
 
 

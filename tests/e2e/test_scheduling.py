@@ -8,14 +8,18 @@ import re
 import pytest
 import requests
 
-from tests.e2e.conftest import EXAMPLE
+from tests.e2e.conftest import EXAMPLE, slow_first_run_example
 from tests.support.cluster import login, wait_for
 
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 pytestmark = pytest.mark.e2e
 
 REPORT_EVERY = 25  # examples/spirals/train.py
-LOW_BATCHES = 6000
+# The low-priority trial: at least 30 s in its first run (slow_first_run_example: 20 ms a batch), long
+# enough that the high-priority experiment is created (a CLI call, seconds on a loaded machine) well
+# before it could finish; after its preemption it resumes at full speed.
+LOW_BATCHES = 1500
+LOW_SLOW_S = 0.02
 
 
 def _session(url: str) -> requests.Session:
@@ -24,12 +28,13 @@ def _session(url: str) -> requests.Session:
     return s
 
 
-def test_high_priority_preempts_low_priority_on_one_agent(local_cluster):
+def test_high_priority_preempts_low_priority_on_one_agent(local_cluster, tmp_path):
     cluster = local_cluster(agents=1, slots=1)
     s = _session(cluster.url)
     # Long enough that the high-priority experiment is created (a CLI call, seconds on a loaded
-    # machine) well before the low one could finish.
-    low = json.loads(cluster.det("experiment", "create", str(EXAMPLE / "const.yaml"), str(EXAMPLE), "--json",
+    # machine) well before the low one could finish (LOW_BATCHES).
+    slow = slow_first_run_example(tmp_path, LOW_SLOW_S)
+    low = json.loads(cluster.det("experiment", "create", str(slow / "const.yaml"), str(slow), "--json",
                                  "--config", f"searcher.max_length.batches={LOW_BATCHES}",
                                  "--config", "resources.priority=50").stdout)["id"]
 
