@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controlplane.autoscaler.model import Blocked
+from controlplane.common.timeutil import short_duration as duration
 
 
 def zone_key(zone: str) -> str:
@@ -52,18 +53,6 @@ def active(blocked: Iterable[Blocked], now: float) -> dict[str, Blocked]:
         if b.until > now and (b.key not in out or b.until > out[b.key].until):
             out[b.key] = b
     return out
-
-
-def duration(seconds: float) -> str:
-    """A short human duration: 45s, 10m, 1h5m."""
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s}s" if s else f"{m}m"
-    h, m = divmod(m, 60)
-    return f"{h}h{m}m" if m else f"{h}h"
 
 
 def until_text(until: float, now: float) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from controlplane.cli import render
 from controlplane.cli.common import print_json, session_for
+from controlplane.common.timeutil import short_duration
 
 
 def scheduler_name(value: object) -> str:
@@ -86,25 +87,16 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _duration(seconds: float) -> str:
-    """45s, 2m, 1h5m (how the pool's config spells durations)."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s}s" if s else f"{m}m"
-    h, m = divmod(m, 60)
-    return f"{h}h{m}m" if m else f"{h}h"
-
-
 def print_consolidation(c: dict[str, Any]) -> None:
     """Consolidation's settings, its moves and what they are estimated to have saved, then the
     latest moves with their reasons."""
     n, most = c.get("moveCount", 0), c.get("maxMovesPerTrial", 0)
-    settings = (f"on, at most {most} move{'s' if most != 1 else ''} per trial, move cost {_duration(c['moveCostS'])}"
-                + (f", onto free slots after {_duration(c['minRuntimeS'])} of running" if "minRuntimeS" in c else "")
-                if c.get("enabled") else "off")
+    settings = "off"
+    if c.get("enabled"):
+        settings = (f"on, at most {most} move{'s' if most != 1 else ''} per trial, "
+                    f"move cost {short_duration(c['moveCostS'])}")
+        if "minRuntimeS" in c:
+            settings += f", onto free slots after {short_duration(c['minRuntimeS'])} of running"
     print(f"Consolidation: {settings}; {n} move{'s' if n != 1 else ''}, "
           f"estimated ${c.get('savedUsd', 0):.2f} saved")
     for m in c.get("moves") or []:
