@@ -122,7 +122,7 @@ async def test_a_half_used_instance_is_drained_its_trial_moved_and_the_instance_
     assert (c["enabled"], c["maxMovesPerTrial"], c["moveCostS"], c["moveCount"]) == (True, 2, 120.0, 1)
     assert [(m["trialId"], m["fromInstance"], m["toAgent"], m["reason"]) for m in c["moves"]] == [
         (trial.id, a, b, drain.reason)]
-    assert drain.usd_per_hour == 3.6 and drain.expected_saving_usd > 0  # t1 at $3.60/h, 2 h of work ahead
+    assert drain.usd_per_hour == 3.6 and drain.expected_saving_usd > 0  # t1 at $3.60/h, 4 h of work ahead
     assert c["savedUsd"] == pytest.approx(drain.expected_saving_usd)  # a terminated: its expected saving counts
     html = (await p.api.get("/cluster")).text
     assert "Consolidation: on, at most 2 moves per trial, move cost 2m 00s" in html
