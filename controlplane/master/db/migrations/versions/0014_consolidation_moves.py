@@ -1,5 +1,7 @@
-"""consolidation: the trials the autoscaler moved off underused instances, and which allocations
-watch their preemption signal (declared they can be moved)
+"""consolidation moves, and allocations that watch their preemption signal
+
+The trials the autoscaler moved off underused instances, and which allocations watch their
+preemption signal (declared they can be moved).
 
 Revision ID: 0014
 Revises: 0013
