@@ -21,7 +21,8 @@ from controlplane.config.limits import INT32_MAX, check_plain
 SEARCHERS = ("single", "grid", "random", "adaptive_asha", "async_halving")
 ASHA_SEARCHERS = ("adaptive_asha", "async_halving")
 ADAPTIVE_MODES = ("aggressive", "standard", "conservative")
-# Determined keys accepted and kept without interpretation.
+# Determined keys accepted and kept as given (``preemption_timeout``, seconds, is checked and read
+# by the master: ``preemption_timeout_s``).
 PASSTHROUGH = {"bind_mounts", "data", "debug", "optimizations", "profiling", "records_per_epoch",
                "scheduling_unit", "workspace", "project", "perform_initial_validation", "log_policies",
                "integrations", "preemption_timeout", "internal", "pbs", "slurm",
@@ -143,6 +144,13 @@ class ExperimentConfig:
             "min_checkpoint_period": self.min_checkpoint_period,
             **self.passthrough,
         }
+
+
+def preemption_timeout_s(config: dict[str, Any]) -> float | None:
+    """A stored config's own ``preemption_timeout`` (Determined's: whole seconds a trial gets to
+    checkpoint and exit once asked); None: its pool's or the master's applies."""
+    value = config.get("preemption_timeout")
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _entrypoint(value: Any) -> str | list[str]:
@@ -309,6 +317,8 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
              "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
              "min_checkpoint_period"}
     f.no_unknown(raw, known | PASSTHROUGH, "")
+    if raw.get("preemption_timeout") is not None:
+        f.integer(raw["preemption_timeout"], "preemption_timeout", minimum=0, maximum=INT32_MAX)
     policy = raw.get("checkpoint_policy")
     if policy is not None and policy not in CHECKPOINT_POLICIES:
         raise ConfigError("checkpoint_policy", f"must be one of {', '.join(CHECKPOINT_POLICIES)}, got {policy!r}")

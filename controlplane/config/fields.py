@@ -82,3 +82,18 @@ def length(value: Any, path: str) -> dict[str, int]:
         raise ConfigError(path, f"must be an integer or one of {{batches|records|epochs: n}}, got {value!r}")
     unit, n = next(iter(raw.items()))
     return {unit: integer(n, join(path, unit), minimum=0)}
+
+
+def duration(value: Any, field_name: str) -> float:
+    """'30s', '10m', '1h' or a number of seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+        for suffix in ("ms", "s", "m", "h"):
+            if value.endswith(suffix):
+                try:
+                    return float(value[: -len(suffix)]) * units[suffix]
+                except ValueError:
+                    break
+    raise ConfigError(field_name, f"must be a duration like '30s' or '10m', got {value!r}")

@@ -4,7 +4,10 @@ Determined's field names: `resource_pools: [{pool_name, description, scheduler: 
 preemption, default_priority, fitting_policy}, max_aux_containers_per_agent}]`, with the
 cluster-wide default scheduler under `resource_manager.scheduler` and the default pools under
 `resource_manager.default_compute_resource_pool` / `default_aux_resource_pool` (or the
-top-level `default_compute_pool` / `default_aux_pool`).
+top-level `default_compute_pool` / `default_aux_pool`). A pool's
+`task_container_defaults.preemption_timeout` (Determined's: seconds) is how long its trials get to
+checkpoint and exit once asked; an experiment's own `preemption_timeout` wins over it, and it wins
+over the master's.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError
+from controlplane.config.limits import INT32_MAX
 from controlplane.scheduler.model import DEFAULT_PRIORITY, PoolPolicy
 
 SCHEDULERS = ("priority", "fair_share")
@@ -26,6 +30,22 @@ class PoolConfig:
     description: str
     policy: PoolPolicy
     provider: dict[str, Any] = field(default_factory=dict)  # autoscaling, when the pool has one
+    # task_container_defaults.preemption_timeout; None: the master's applies.
+    preemption_timeout_s: float | None = None
+
+
+def preemption_timeout(value: Any, path: str) -> float:
+    """Determined's `preemption_timeout`: whole seconds (a duration such as '30m' is also taken)."""
+    seconds = f.duration(value, path)
+    if not 0 <= seconds <= INT32_MAX:
+        raise ConfigError(path, f"must be 0 to {INT32_MAX} seconds, got {value!r}")
+    return seconds
+
+
+def _pool_preemption_timeout(raw: dict[str, Any], path: str) -> float | None:
+    tcd_path = f.join(path, "task_container_defaults")
+    value = f.mapping(raw.get("task_container_defaults"), tcd_path).get("preemption_timeout")
+    return None if value is None else preemption_timeout(value, f.join(tcd_path, "preemption_timeout"))
 
 
 def _policy(name: str, raw: dict[str, Any], defaults: dict[str, Any], path: str) -> PoolPolicy:
@@ -71,7 +91,8 @@ def parse_pools(raw_pools: Any, resource_manager: Any) -> tuple[list[PoolConfig]
             raise ConfigError(f.join(path, "pool_name"), f"must be a unique, non-empty name, got {name!r}")
         pools.append(PoolConfig(name=name, description=str(raw.get("description") or ""),
                                 policy=_policy(name, raw, defaults, path),
-                                provider=f.mapping(raw.get("provider"), f.join(path, "provider"))))
+                                provider=f.mapping(raw.get("provider"), f.join(path, "provider")),
+                                preemption_timeout_s=_pool_preemption_timeout(raw, path)))
     names = [p.name for p in pools]
     compute = rm.get("default_compute_resource_pool") or names[0]
     aux = rm.get("default_aux_resource_pool") or compute

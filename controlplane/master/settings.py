@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config.errors import ConfigError
-from controlplane.master.pools import PoolConfig, parse_pools
+from controlplane.config.fields import duration as parse_duration
+from controlplane.master.pools import PoolConfig, parse_pools, preemption_timeout
 
 
 @dataclass
@@ -32,8 +33,11 @@ class MasterSettings:
     # database failover (about 30-60 s on managed PostgreSQL) and a master restart.
     agent_reconnect_wait_s: float = 70.0
     kill_grace_s: float = 10.0
-    # A paused or preempted trial that has not exited this long after the signal is killed.
-    preemption_timeout_s: float = 60.0
+    # A paused, canceled or preempted trial that has not exited this long after the signal is killed
+    # (Determined's default, an hour: its harness looks at the signal only at report, validation or
+    # checkpoint boundaries). master.yaml: `preemption_timeout` or Determined's
+    # `task_container_defaults.preemption_timeout`; a pool's and an experiment's own win over it.
+    preemption_timeout_s: float = 3600.0
     # Pools the master knows; agents of other pools are refused.
     pools: list[PoolConfig] = field(default_factory=lambda: parse_pools(None, None)[0])
     default_resource_pool: str = "default"
@@ -64,6 +68,16 @@ class MasterSettings:
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    def preemption_timeout_for(self, pool: str, own_s: float | None = None) -> float:
+        """Determined's precedence: the experiment's own `preemption_timeout`, else its pool's
+        `task_container_defaults.preemption_timeout`, else the master's."""
+        if own_s is not None:
+            return own_s
+        config = self.pool(pool)
+        if config is not None and config.preemption_timeout_s is not None:
+            return config.preemption_timeout_s
+        return self.preemption_timeout_s
 
     def pool_names(self) -> list[str]:
         return [p.name for p in self.pools]
@@ -144,11 +158,13 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     for key, attr in (
         ("agent_reconnect_wait", "agent_reconnect_wait_s"),
         ("kill_grace_period", "kill_grace_s"),
-        ("preemption_timeout", "preemption_timeout_s"),
         ("autoscaler_tick", "autoscaler_tick_s"),
     ):
         if key in raw:
             setattr(settings, attr, parse_duration(raw[key], key))
+    timeout = _master_preemption_timeout(raw)
+    if timeout is not None:
+        settings.preemption_timeout_s = timeout
     proxy_port = raw.get("proxy_port", 0)
     if isinstance(proxy_port, bool) or not isinstance(proxy_port, int) or not 0 <= proxy_port < 65536:
         raise ConfigError("proxy_port", f"must be an integer in 0..65535 (0: a free port), got {proxy_port!r}")
@@ -165,16 +181,18 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     return settings
 
 
-def parse_duration(value: Any, field_name: str) -> float:
-    """'30s', '10m', '1h' or a number of seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-        for suffix in ("ms", "s", "m", "h"):
-            if value.endswith(suffix):
-                try:
-                    return float(value[: -len(suffix)]) * units[suffix]
-                except ValueError:
-                    break
-    raise ConfigError(field_name, f"must be a duration like '30s' or '10m', got {value!r}")
+def _master_preemption_timeout(raw: dict[str, Any]) -> float | None:
+    """The top-level `preemption_timeout` or Determined's `task_container_defaults.preemption_timeout`
+    (both may be given only if they agree)."""
+    tcd = raw.get("task_container_defaults")
+    tcd_value = tcd.get("preemption_timeout") if isinstance(tcd, dict) else None
+    found = [preemption_timeout(value, name) for name, value in (
+        ("preemption_timeout", raw.get("preemption_timeout")),
+        ("task_container_defaults.preemption_timeout", tcd_value),
+    ) if value is not None]
+    if len(found) == 2 and found[0] != found[1]:
+        raise ConfigError("preemption_timeout", f"is {found[0]:g}s but task_container_defaults.preemption_timeout "
+                                                f"is {found[1]:g}s: give one")
+    return found[0] if found else None
+
+

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from controlplane.config.stored import searcher_from
-from controlplane.searchers.base import Action, Create, Searcher, Shutdown, Stop, rng_from_state, rng_state
+from controlplane.searchers.base import Action, Create, Searcher, Stop, rng_from_state, rng_state, shutdown_after
 from controlplane.searchers.sampling import sample
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ class AshaSearcher(Searcher):
             actions += self._replace(index)
         if not self.live and not self.shut_down:
             self.shut_down = True
-            actions.append(Shutdown(failure="completed" not in self.outcomes.values()))
+            actions.append(shutdown_after(self.outcomes.values()))
         return actions
 
     def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,17 @@ class Stop:
 @dataclass(frozen=True)
 class Shutdown:
     failure: bool = False
+    cancel: bool = False  # every trial was canceled by a user: the experiment ends CANCELED, not ERROR
+
+
+def shutdown_after(outcomes: Iterable[str]) -> Shutdown:
+    """The end of a search whose trials have all exited. As Determined's searcher.go: a user's
+    cancel (``det trial kill``) is no failure, so a search whose every trial was canceled is
+    canceled; otherwise it failed when no trial completed."""
+    ended = list(outcomes)
+    if ended and all(outcome == "canceled" for outcome in ended):
+        return Shutdown(cancel=True)
+    return Shutdown(failure="completed" not in ended)
 
 
 Action = Create | Stop | Shutdown

@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from controlplane.searchers.base import Action, Create, Searcher, Shutdown, rng_from_state, rng_state
+from controlplane.searchers.base import Action, Create, Searcher, rng_from_state, rng_state, shutdown_after
 from controlplane.searchers.progress import TrialProgress, length_in_batches
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class PlannedSearcher(Searcher):
             actions.append(Create(request_id, hp, self.rng.randrange(2**32)))
         if not self.live and self.created >= self.total() and not self.shut_down:
             self.shut_down = True
-            actions.append(Shutdown(failure="completed" not in self.outcomes.values()))
+            actions.append(shutdown_after(self.outcomes.values()))
         return actions
 
     def initial_actions(self) -> list[Action]:

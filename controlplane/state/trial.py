@@ -7,6 +7,7 @@ RUNNING = "RUNNING"
 PAUSED = "PAUSED"
 STOPPING_KILLED = "STOPPING_KILLED"
 STOPPING_COMPLETED = "STOPPING_COMPLETED"
+STOPPING_CANCELED = "STOPPING_CANCELED"
 COMPLETED = "COMPLETED"
 CANCELED = "CANCELED"
 ERROR = "ERROR"
@@ -17,24 +18,30 @@ TRIAL = StateMachine(
         QUEUED: {
             RUNNING: "its allocation started on an agent",
             PAUSED: "the experiment was paused before it ran",
-            CANCELED: "killed, or stopped by the searcher, before it ran",
+            CANCELED: "killed or canceled, or stopped by the searcher, before it ran",
+            STOPPING_CANCELED: "its experiment was canceled while it was being placed: it stops",
             ERROR: "its allocation could not start past max_restarts",
         },
         RUNNING: {
             QUEUED: "it exited early (failure within max_restarts, agent lost, preempted) and waits to resume",
             PAUSED: "the experiment was paused: it checkpoints and exits",
             STOPPING_KILLED: "killed: its process is being stopped",
+            STOPPING_CANCELED: "its experiment was canceled: it checkpoints and exits",
             STOPPING_COMPLETED: "the searcher stopped it: it checkpoints and exits",
             COMPLETED: "its process exited 0",
             ERROR: "it failed more than max_restarts times",
         },
         PAUSED: {
             QUEUED: "the experiment was activated",
-            CANCELED: "killed while paused",
+            CANCELED: "killed or canceled while paused",
             STOPPING_KILLED: "killed while its process was still winding down",
+            STOPPING_CANCELED: "canceled while its process was still winding down",
             COMPLETED: "its process finished its work before it saw the pause",
         },
         STOPPING_KILLED: {CANCELED: "its process has exited"},
+        STOPPING_CANCELED: {CANCELED: "its process has checkpointed and exited (or ended otherwise)",
+                            COMPLETED: "its process finished its work before it saw the cancel",
+                            STOPPING_KILLED: "killed while stopping"},
         STOPPING_COMPLETED: {COMPLETED: "its process has exited", STOPPING_KILLED: "killed while stopping"},
         # Out of an end, only by a user continuing its experiment (Determined's ContinueExperiment).
         COMPLETED: {QUEUED: "its experiment was continued: it resumes from its latest checkpoint"},

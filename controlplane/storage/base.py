@@ -22,6 +22,8 @@ class StorageManager(abc.ABC):
     - ``restore_path(uuid)`` yields a local directory holding the files; treat it as read-only
       (it may be the stored directory itself, or a temporary copy removed on exit).
     - ``delete(uuid)`` removes the checkpoint; deleting a missing one is not an error.
+    - ``delete_files(uuid, relpaths)`` removes those files of it (``det checkpoint rm --glob``);
+      missing ones are not an error, and a directory left empty goes too.
     - ``resources(uuid)`` is ``{relpath: size in bytes}`` as the store has it.
     - ``list_checkpoints()`` is the sorted uuids present in the store.
 
@@ -43,6 +45,9 @@ class StorageManager(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, ckpt_uuid: str) -> None: ...
+
+    @abc.abstractmethod
+    def delete_files(self, ckpt_uuid: str, relpaths: list[str]) -> None: ...
 
     @abc.abstractmethod
     def resources(self, ckpt_uuid: str) -> dict[str, int]: ...

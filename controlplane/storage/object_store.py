@@ -116,6 +116,13 @@ class ObjectStore(StorageManager):
         key_prefix = self._key_prefix(ckpt_uuid)
         self._remove(key_prefix, sorted(self._list(key_prefix)))
 
+    def delete_files(self, ckpt_uuid: str, relpaths: list[str]) -> None:
+        key_prefix = self._key_prefix(ckpt_uuid)
+        keys = sorted({key_prefix + rel for rel in relpaths if rel and not rel.startswith("/")
+                       and ".." not in rel.split("/")})
+        if keys:
+            self._remove(key_prefix, keys)
+
     def resources(self, ckpt_uuid: str) -> dict[str, int]:
         return {rel: size for rel, (_key, size) in self._stored(ckpt_uuid).items()}
 

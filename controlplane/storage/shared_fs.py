@@ -16,7 +16,7 @@ import os
 import shutil
 import uuid as uuidlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from controlplane.storage.base import StorageManager, check_uuid, directory_resources
@@ -93,6 +93,33 @@ class LocalDirectoryStorage(StorageManager):
         final = self._final(ckpt_uuid)
         if final.is_dir() and not final.is_symlink():  # already gone: deleting is idempotent
             shutil.rmtree(final, onerror=writable_again)
+
+    def delete_files(self, ckpt_uuid: str, relpaths: list[str]) -> None:
+        root = self._final(ckpt_uuid)
+        if not root.is_dir() or root.is_symlink():
+            return
+        real_root = root.resolve()
+        parents: set[Path] = set()
+        for rel in relpaths:
+            parts = PurePosixPath(rel).parts
+            if not parts or rel.startswith("/") or ".." in parts:
+                continue  # never outside the checkpoint
+            target = root.joinpath(*parts)
+            real_parent = target.parent.resolve()
+            if real_parent != real_root and real_root not in real_parent.parents:
+                continue  # a directory link leading out of it
+            if target.is_symlink() or target.is_file():
+                try:
+                    target.unlink()
+                except PermissionError:  # a published checkpoint is read-only
+                    os.chmod(target.parent, 0o700)
+                    target.unlink()
+                except FileNotFoundError:
+                    pass
+            parents.update(p for p in target.parents if p != root and root in p.parents)
+        for directory in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only if now empty
 
     def resources(self, ckpt_uuid: str) -> dict[str, int]:
         return directory_resources(self._existing(ckpt_uuid))

@@ -126,11 +126,10 @@ class LocalCluster:
         self.url = f"http://127.0.0.1:{port}"
         self.env = {"DET_MASTER": self.url, "XDG_CONFIG_HOME": str(data_dir / "xdg")}
         self.master_config = data_dir.parent / f"{data_dir.name}-master.yaml"
-        # A preempted trial checkpoints at its next checkpoint boundary (100 batches in the spirals
-        # example); on a loaded machine that can take longer than 30 s, and a trial killed for
-        # ignoring its preemption redoes the batches since its last checkpoint.
-        self.master_config.write_text(yaml.safe_dump({"db": {"url": db_url}, "agent_reconnect_wait": "4s",
-                                                      "preemption_timeout": "300s"}))
+        # The preemption timeout is the master's default, Determined's hour: a preempted trial
+        # checkpoints at its next boundary (100 batches in the spirals example), which on a loaded
+        # machine can take minutes.
+        self.master_config.write_text(yaml.safe_dump({"db": {"url": db_url}, "agent_reconnect_wait": "4s"}))
 
     def up(self, base_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         """``base_env``: the environment the master and agents start with (default: this process's)."""

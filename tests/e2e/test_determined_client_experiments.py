@@ -1,7 +1,8 @@
 """The unmodified Determined 0.38.1 CLI and SDK change experiments, trials and checkpoints on this
 master: `det e create --test`, `det e set`/`config`, pause of an ended experiment, `det e continue`,
-archive/unarchive, `det trial kill`, `det e delete`, `det checkpoint delete`; and the SDK's metric
-iterators and streams, summary metrics, checkpoint metadata, labels, archive and delete."""
+archive/unarchive, `det trial kill`, `det e delete`, `det checkpoint delete`, `det checkpoint rm --glob`,
+`det e move`; and the SDK's metric iterators and streams, summary metrics, checkpoint metadata, labels,
+archive and delete, `list_experiments` filters and the experiment/trial summary fields."""
 
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ from determined.experimental import client
 master, exp_id, trial_id, delete_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 client.login(master=master, user="determined", password="")
 out = {}
+# list_experiments' filters (a substring of the name, labels, ids), as GetExperiments answers them
+out["by_name"] = [e.id for e in client.list_experiments(name="E2E-Main")]
+out["by_ids"] = [e.id for e in client.list_experiments(experiment_ids=[exp_id, delete_id])]
+from determined.common.api import bindings
+sess = client._determined._session
+bexp = bindings.get_GetExperiment(sess, experimentId=exp_id).experiment
+out["exp_fields"] = [bexp.searcherMetric, bexp.bestTrialId, bexp.bestTrialSearcherMetric is not None,
+                     bexp.checkpointCount, int(bexp.checkpointSize) > 0, bexp.duration >= 0,
+                     sorted(bexp.hyperparameters or {})]
+btrial = bindings.get_GetTrial(sess, trialId=trial_id).trial
+out["trial_fields"] = [btrial.bestCheckpoint.totalBatches if btrial.bestCheckpoint else None,
+                       btrial.checkpointCount, int(btrial.totalCheckpointSize) > 0, btrial.wallClockTime > 0,
+                       btrial.warmStartCheckpointUuid]
 trial = client.get_trial(trial_id)
 out["training"] = [(m.steps_completed, m.group, sorted(m.metrics)) for m in trial.iter_metrics("training")]
 out["validation"] = [(m.steps_completed, m.group, sorted(m.metrics)) for m in trial.iter_metrics("validation")]
@@ -92,7 +106,7 @@ class RealClient:
                         f"experiment {exp_id} to reach {states}", interval_s=0.5)
 
 
-def write_config(tmp_path: Path, name: str, batches: int, **extra) -> Path:
+def write_config(tmp_path: Path, name: str, batches: int, /, **extra) -> Path:
     config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
     config["searcher"]["max_length"] = {"batches": batches}
     config.update(extra)
@@ -120,7 +134,8 @@ def test_determined_client_changes_experiments_trials_and_checkpoints(local_clus
     assert det.experiment(test_id)["config"]["checkpoint_storage"]["type"] == "shared_fs"
 
     # A partial checkpoint_storage on a normal create, `det e set`, `det e config`.
-    main_cfg = write_config(tmp_path, "main", 50, checkpoint_storage={"save_trial_best": 5, "save_trial_latest": 5})
+    main_cfg = write_config(tmp_path, "main", 50, checkpoint_storage={"save_trial_best": 5, "save_trial_latest": 5},
+                            name="spirals-e2e-main")
     exp_id = created_id(det.det("experiment", "create", str(main_cfg), str(EXAMPLE)).stdout)
     det.det("experiment", "set", "priority", str(exp_id), "7")
     det.det("experiment", "set", "max-slots", str(exp_id), "2")
@@ -160,6 +175,23 @@ def test_determined_client_changes_experiments_trials_and_checkpoints(local_clus
     assert older["uuid"] in det.det("checkpoint", "describe", older["uuid"]).stdout
     assert det.get(f"/api/v1/checkpoints/{older['uuid']}").json()["checkpoint"]["state"] == "STATE_DELETED"
 
+    # det checkpoint rm --glob: the newer checkpoint loses its weights, keeps metadata.json.
+    newer = max(ckpts, key=lambda c: c["metadata"]["steps_completed"])
+    assert newer["training"]["hparams"] is not None  # checkpoint.training.hparams: the trial's
+    out = det.det("checkpoint", "rm", newer["uuid"], "--glob", "*.pt", "--yes").stdout
+    assert "Removal of files from checkpoints" in out, out
+    left = det.get(f"/api/v1/checkpoints/{newer['uuid']}").json()["checkpoint"]
+    assert left["state"] == "STATE_COMPLETED" and sorted(left["resources"]) == ["metadata.json"], left
+
+    # det e move: into a project of a new workspace, which the answers then name.
+    det.det("workspace", "create", "e2e-space")
+    det.det("project", "create", "e2e-space", "e2e-project")
+    assert "Moved experiment" in det.det("experiment", "move", str(exp_id), "e2e-space", "e2e-project").stdout
+    moved = det.experiment(exp_id)
+    assert (moved["workspaceName"], moved["projectName"]) == ("e2e-space", "e2e-project"), moved
+    det.det("experiment", "set", "weight", str(exp_id), "2")  # stored under the priority scheduler
+    assert det.experiment(exp_id)["config"]["resources"]["weight"] == 2
+
     # det trial kill on a long trial, then det e delete of its (ended) experiment.
     long_cfg = write_config(tmp_path, "long", 1_000_000)
     long_id = created_id(det.det("experiment", "create", str(long_cfg), str(EXAMPLE)).stdout)
@@ -168,7 +200,8 @@ def test_determined_client_changes_experiments_trials_and_checkpoints(local_clus
     refused = det.det("experiment", "delete", str(long_id), "--yes", ok=False)
     assert refused.returncode != 0 and "only an ended experiment" in refused.stdout + refused.stderr
     det.det("trial", "kill", str(running["id"]))
-    det.wait_state(long_id, "STATE_ERROR", "STATE_CANCELED")
+    # A user's cancel is no failure (Determined's searcher.go): its only trial killed, it is CANCELED.
+    assert det.wait_state(long_id, "STATE_ERROR", "STATE_CANCELED")["state"] == "STATE_CANCELED"
     assert det.trials(long_id)[0]["state"] == "STATE_CANCELED"
     out = det.det("experiment", "delete", str(long_id), "--yes").stdout
     assert f"Deletion of experiment {long_id} is in progress" in out
@@ -195,4 +228,9 @@ def test_determined_client_changes_experiments_trials_and_checkpoints(local_clus
     assert result["labels"] == ["sdk-label"]
     assert result["archived"] is True and result["unarchived"] is False
     assert result["deleted"] == "NotFoundException"
+    assert result["by_name"] == [exp_id] and result["by_ids"] == [test_id, exp_id]
+    hparams = ["batch_size", "dropout", "hidden", "layers", "lr"]
+    assert result["exp_fields"] == ["validation_loss", trial["id"], True, 1, True, True, hparams], result["exp_fields"]
+    best, *rest = result["trial_fields"]
+    assert best in (100, None) and rest == [1, True, True, None], result["trial_fields"]  # 50's is deleted
     assert det.get(f"/api/v1/experiments/{test_id}").status_code == 404

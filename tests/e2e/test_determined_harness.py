@@ -10,8 +10,10 @@ what the master then shows (metrics, checkpoints, the searcher's decisions, rank
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,17 @@ def test_core_api_tutorials_1_to_3(cluster, tmp_path):
     cluster.det("checkpoint", "download", kept[0]["uuid"], "--output-dir", str(out), "--mode", "master")
     assert (out / "state").read_text() == f"100,100,{trial['id']}"
 
+    # Warm start (issue 27): a new experiment naming that checkpoint (x=100) as its searcher's
+    # source_checkpoint_uuid, as a user fine-tunes: its trial's first run gets it as
+    # DET_LATEST_CHECKPOINT, so its first batch makes x 101 (from scratch: 1), counting batches
+    # afresh (the state holds another trial's id). It runs beside stage 3.
+    warm_context = tmp_path / "warm"
+    warm_context.mkdir()
+    shutil.copy(TUTORIALS / "2_checkpoints.py", warm_context)
+    out = cluster.det("experiment", "create", str(tmp_path / "2_checkpoints.yaml"), str(warm_context),
+                      "--config", f"searcher.source_checkpoint_uuid={kept[0]['uuid']}").stdout
+    warm_exp = int(re.search(r"Created experiment (\d+)", out).group(1))
+
     # Stage 3: adaptive ASHA over 10 trials; its early stops reach the real harness as preemptions.
     trials = wait_done(cluster, search_exp)["trials"]
     assert len(trials) == 10 and all(t["state"] == "STATE_COMPLETED" for t in trials)
@@ -145,6 +158,12 @@ def test_core_api_tutorials_1_to_3(cluster, tmp_path):
         validations = series(t, "validation", "x")
         assert validations and validations[-1] == (t["totalBatchesProcessed"],
                                                    t["hparams"]["increment_by"] * t["totalBatchesProcessed"])
+
+    warm = wait_done(cluster, warm_exp)["trials"][0]
+    assert warm["warmStartCheckpointUuid"] == kept[0]["uuid"]
+    logs = cluster.det("trial", "logs", str(warm["id"])).stdout
+    assert "x is now 101\n" in logs and "x is now 1\n" not in logs, logs[-4000:]
+    assert series(warm, "validation", "x") == [(100, 200)]
 
 
 @pytest.mark.parametrize("kind", ["s3", "gcs"])
@@ -209,3 +228,87 @@ def test_a_pytorch_trial_under_determineds_torch_distributed_launcher(cluster, t
     out = tmp_path / "ckpt"
     cluster.det("checkpoint", "download", best["uuid"], "--output-dir", str(out), "--mode", "master")
     assert (out / "state_dict.pth").is_file() and (out / "code" / "model_def.py").is_file()
+
+
+# Appended to the copy of model_def.py the pause/cancel test runs: 50 ms a batch, so a pause or a
+# cancel asked for as the run starts lands well before the Trainer's next boundary (it looks at the
+# preemption signal only at report, validation and checkpoint boundaries: every 100 batches here).
+SLOW_TRIAL = """
+
+import time
+
+
+class SlowRegressionTrial(RegressionTrial):
+    def train_batch(self, batch, epoch_idx: int, batch_idx: int) -> dict:
+        time.sleep(0.05)
+        return super().train_batch(batch, epoch_idx, batch_idx)
+"""
+
+
+def test_a_pytorch_trial_paused_or_canceled_mid_step_checkpoints_at_its_next_boundary(cluster, determined_venv,
+                                                                                     tmp_path):
+    """Determined's Trainer, paused then canceled (by Determined's own CLI) about 100 batches before a
+    boundary: the master waits for it (its preemption timeout is Determined's hour), it checkpoints
+    there and exits, the pause resumes from that checkpoint and the cancel ends trial and experiment
+    CANCELED, unkilled."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "DET_MASTER": cluster.url, "XDG_CONFIG_HOME": str(home / ".config")}
+
+    def real_det(*args: str) -> None:
+        proc = subprocess.run([str(determined_venv / "bin" / "det"), *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"det {args}: {proc.stdout}{proc.stderr}"
+
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {login(cluster.url)}"
+    context = tmp_path / "model"
+    shutil.copytree(PYTORCH_TRIAL, context)
+    with (context / "model_def.py").open("a") as f:
+        f.write(SLOW_TRIAL)
+    config = yaml.safe_load((PYTORCH_TRIAL / "const.yaml").read_text())
+    # Determined 0.38.1 restores its RNG state (numpy arrays) with torch.load's default, which
+    # torch >= 2.6 makes weights-only: resuming needs the old default back, as its users set it.
+    config.update(environment={"image": ENVIRONMENT_NAME,
+                               "environment_variables": ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"]},
+                  resources={"slots_per_trial": 1}, scheduling_unit=100,
+                  entrypoint=config["entrypoint"].replace(":RegressionTrial", ":SlowRegressionTrial"))
+    config["searcher"]["max_length"] = {"batches": 300}
+    del config["min_validation_period"]
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = cluster.det("experiment", "create", str(path), str(context)).stdout
+    exp_id = int(re.search(r"Created experiment (\d+)", out).group(1))
+
+    def trial() -> dict:
+        return describe(cluster, exp_id)["trials"][0]
+
+    def running_run(run_id: int) -> bool:
+        trials = api.get(f"{cluster.url}/api/v1/experiments/{exp_id}/trials", timeout=10).json()["trials"]
+        return bool(trials) and trials[0]["state"] == "STATE_RUNNING" and trials[0]["runId"] == run_id
+
+    def no_process() -> bool:
+        live = api.get(f"{cluster.url}/api/v1/tasks", timeout=10).json()["allocationIdToSummary"].values()
+        return all(a["taskId"] != task_id for a in live)
+
+    def checkpointed() -> list[int]:  # the batches of every checkpoint stored (GC may delete all but the last)
+        return sorted(c["metadata"]["steps_completed"] for c in trial()["checkpoints"]
+                      if c["state"] in ("STATE_COMPLETED", "STATE_DELETED"))
+
+    wait_for(lambda: running_run(1), 300, "the trial to start", interval_s=0.05)
+    task_id = trial()["taskId"]
+    real_det("experiment", "pause", str(exp_id))
+    wait_for(no_process, 300, "the paused trial's process to stop")
+    assert checkpointed() == [100], _why(cluster, describe(cluster, exp_id))
+    assert describe(cluster, exp_id)["experiment"]["state"] == "STATE_PAUSED"
+
+    real_det("experiment", "activate", str(exp_id))
+    wait_for(lambda: running_run(2), 300, "the trial to resume", interval_s=0.05)
+    real_det("experiment", "cancel", str(exp_id))  # graceful, as Determined's: not a kill
+    described = wait_for(lambda: (d := describe(cluster, exp_id))["experiment"]["state"] == "STATE_CANCELED" and d,
+                         300, "the canceled experiment to end")
+    assert described["trials"][0]["state"] == "STATE_CANCELED"
+    assert checkpointed() == [100, 200], _why(cluster, described)
+    assert [s for s, _ in series(trial(), "training", "loss")] == [100, 200]  # resumed at 100, not from 0
+    logs = cluster.det("trial", "logs", str(described["trials"][0]["id"])).stdout
+    assert "[master] killed" not in logs, logs[-3000:]

@@ -29,6 +29,7 @@ from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.serializers import V1Checkpoint, checkpoint_json, pagination
 from controlplane.master.authz import Action, opt
 from controlplane.master.checkpoint_gc import collect as gc
+from controlplane.master.checkpoint_gc import file_removal
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import checkpoints as svc
 from controlplane.master.services.paging import Pagination
@@ -64,8 +65,10 @@ async def report(request: AnyRequest, data: svc.ReportCheckpointRequest) -> Empt
 @get("/api/v1/checkpoints/{ckpt_uuid:str}", operation_id="GetCheckpoint", opt=opt(Action.VIEW, "body"),
      tags=["checkpoints"])
 async def get_checkpoint(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> CheckpointResponse:
-    ckpt, config, validation = await svc.get_checkpoint(runtime_of(request), principal_of(request), ckpt_uuid)
-    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation))
+    rt = runtime_of(request)
+    ckpt, config, validation = await svc.get_checkpoint(rt, principal_of(request), ckpt_uuid)
+    hparams = await svc.hparams_of(rt, {ckpt.trial_id})
+    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation, hparams.get(ckpt.trial_id or 0)))
 
 
 @post("/api/v1/checkpoints/{checkpoint_uuid:str}/metadata", operation_id="PostCheckpointMetadata",
@@ -73,9 +76,10 @@ async def get_checkpoint(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> Chec
 async def post_metadata(request: AnyRequest, checkpoint_uuid: CheckpointUuid,
                         data: svc.PostCheckpointMetadataRequest) -> CheckpointResponse:
     """``checkpoint.add_metadata``: the checkpoint's metadata becomes the one sent (owner or admin)."""
-    ckpt, config, validation = await svc.set_metadata(runtime_of(request), principal_of(request), checkpoint_uuid,
-                                                      data)
-    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation))
+    rt = runtime_of(request)
+    ckpt, config, validation = await svc.set_metadata(rt, principal_of(request), checkpoint_uuid, data)
+    hparams = await svc.hparams_of(rt, {ckpt.trial_id})
+    return CheckpointResponse(checkpoint=checkpoint_json(ckpt, config, validation, hparams.get(ckpt.trial_id or 0)))
 
 
 def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_by: str | None) -> list[Any]:
@@ -95,9 +99,12 @@ def _sorted(rows: list[Any], config: dict[str, Any], sort_by: str | None, order_
     return rows
 
 
-def _page(rows: list[Any], config: dict[str, Any], offset: int, limit: int) -> CheckpointsResponse:
+async def _page(request: AnyRequest, rows: list[Any], config: dict[str, Any], offset: int,
+                limit: int) -> CheckpointsResponse:
     page = rows[offset:offset + page_limit(limit)]
-    return CheckpointsResponse(checkpoints=[checkpoint_json(c, config, v) for c, v in page],
+    hparams = await svc.hparams_of(runtime_of(request), {c.trial_id for c, _ in page})
+    return CheckpointsResponse(checkpoints=[checkpoint_json(c, config, v, hparams.get(c.trial_id or 0))
+                                            for c, v in page],
                                pagination=pagination(offset, limit, len(rows), len(page)))
 
 
@@ -107,7 +114,7 @@ async def experiment_checkpoints(request: AnyRequest, exp_id: ExperimentId, limi
                                  offset: ListOffset = 0,
                                  sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> CheckpointsResponse:
     rows, config = await svc.list_checkpoints(runtime_of(request), experiment_id=exp_id)
-    return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
+    return await _page(request, _sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
 
 
 @get("/api/v1/trials/{trial_id:int}/checkpoints", operation_id="GetTrialCheckpoints",
@@ -115,7 +122,7 @@ async def experiment_checkpoints(request: AnyRequest, exp_id: ExperimentId, limi
 async def trial_checkpoints(request: AnyRequest, trial_id: TrialId, limit: ListLimit = 0, offset: ListOffset = 0,
                             sort_by_attr: SortByAttr = None, order_by: OrderBy = None) -> CheckpointsResponse:
     rows, config = await svc.list_checkpoints(runtime_of(request), trial_id=trial_id)
-    return _page(_sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
+    return await _page(request, _sorted(rows, config, sort_by_attr, order_by), config, offset, limit)
 
 
 @delete("/api/v1/checkpoints", operation_id="DeleteCheckpoints", opt=opt(Action.EDIT), tags=["checkpoints"],
@@ -132,4 +139,14 @@ async def delete_checkpoints(request: AnyRequest, data: svc.DeleteCheckpointsReq
     return DeleteCheckpointsResponse(deleted=report.deleted, failed=report.failed)
 
 
-ROUTES = [report, get_checkpoint, post_metadata, experiment_checkpoints, trial_checkpoints, delete_checkpoints]
+@post("/api/v1/checkpoints/rm", operation_id="CheckpointsRemoveFiles", opt=opt(Action.EDIT), tags=["checkpoints"],
+      status_code=200)
+async def remove_files(request: AnyRequest, data: file_removal.CheckpointsRemoveFilesRequest) -> EmptyResponse:
+    """`det checkpoint rm UUID --glob PATTERN`: delete the checkpoints' files that match
+    (``checkpoint_gc/file_removal.py``); no glob: their file lists are refreshed from storage."""
+    await file_removal.remove_files(runtime_of(request), user_of(request), data)
+    return EmptyResponse()
+
+
+ROUTES = [report, get_checkpoint, post_metadata, experiment_checkpoints, trial_checkpoints, delete_checkpoints,
+          remove_files]

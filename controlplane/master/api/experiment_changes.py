@@ -101,4 +101,13 @@ async def kill_trial(request: AnyRequest, trial_id: TrialId) -> EmptyResponse:
     return EmptyResponse()
 
 
-ROUTES = [archive, unarchive, put_label, delete_label, delete_experiment, continue_experiment, kill_trial]
+@post(f"{EXPERIMENT}/move", operation_id="MoveExperiment", opt=opt(Action.EDIT), tags=["experiments"],
+      status_code=200)
+async def move_experiment(request: AnyRequest, exp_id: ExperimentId, data: svc.MoveExperimentRequest) -> EmptyResponse:
+    """`det e move`: into another project (``services/experiment_changes.move`` has the rules)."""
+    await svc.move(runtime_of(request), principal_of(request), exp_id, data)
+    return EmptyResponse()
+
+
+ROUTES = [archive, unarchive, put_label, delete_label, delete_experiment, continue_experiment, kill_trial,
+          move_experiment]

@@ -17,7 +17,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.floats import decode_nonfinite
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
-from controlplane.master.api.params import ExperimentId, ListLimit, ListOffset, TrialId, page_limit
+from controlplane.master.api.params import (
+    MAX_ID,
+    ExperimentId,
+    ListLimit,
+    ListOffset,
+    OrderBy,
+    QueryText,
+    SortBy,
+    TrialId,
+    page_limit,
+)
 from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.serializers import (
     V1Experiment,
@@ -35,6 +45,7 @@ from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import experiment_changes as changes
+from controlplane.master.services import experiment_list, run_summaries
 from controlplane.master.services import experiment_reads as reads
 from controlplane.master.services.experiment_requests import CreateExperimentRequest
 from controlplane.master.services.experiments import create_experiment
@@ -43,6 +54,20 @@ from controlplane.master.services.paging import Pagination
 
 ProjectQuery = Annotated[int | None, QueryParameter(name="projectId", ge=0, le=2**31 - 1,
                                                    description="only this project's experiments; 0: all")]
+Strings = Annotated[list[str] | None, QueryParameter(max_items=100)]
+Users = Annotated[list[str] | None, QueryParameter(max_items=100, description="owners' usernames")]
+UserIds = Annotated[list[int] | None, QueryParameter(name="userIds", max_items=100, description="owners' ids")]
+States = Annotated[list[str] | None, QueryParameter(max_items=32, description="STATE_* names")]
+ShowTrialData = Annotated[bool | None, QueryParameter(name="showTrialData")]
+# Determined's Int32FieldFilter on the id, sent as experimentIdFilter.<field> (incl/notIn repeated).
+IdGt = Annotated[int | None, QueryParameter(name="experimentIdFilter.gt", ge=-MAX_ID - 1, le=MAX_ID)]
+IdGte = Annotated[int | None, QueryParameter(name="experimentIdFilter.gte", ge=-MAX_ID - 1, le=MAX_ID)]
+IdLt = Annotated[int | None, QueryParameter(name="experimentIdFilter.lt", ge=-MAX_ID - 1, le=MAX_ID)]
+IdLte = Annotated[int | None, QueryParameter(name="experimentIdFilter.lte", ge=-MAX_ID - 1, le=MAX_ID)]
+IdIn = Annotated[list[int] | None, QueryParameter(name="experimentIdFilter.incl",
+                                                  max_items=experiment_list.MAX_FILTER_VALUES)]
+IdNotIn = Annotated[list[int] | None, QueryParameter(name="experimentIdFilter.notIn",
+                                                     max_items=experiment_list.MAX_FILTER_VALUES)]
 
 
 class CreateExperimentResponse(msgspec.Struct, rename="camel", kw_only=True):
@@ -92,9 +117,10 @@ def _validation_json(found: reads.Validation | None, metric: str | None = None) 
 
 
 def _trial_answer(trial: Trial, exp: Experiment, best: dict[int, reads.Validation],
-                  latest: dict[int, reads.Validation], summary: dict[str, Any] | None = None) -> V1Trial:
+                  latest: dict[int, reads.Validation], checkpoints: dict[int, run_summaries.TrialSummary],
+                  summary: dict[str, Any] | None = None) -> V1Trial:
     return trial_json(trial, exp.config, _validation_json(best.get(trial.id), exp.searcher.metric),
-                      _validation_json(latest.get(trial.id)), summary)
+                      _validation_json(latest.get(trial.id)), summary, checkpoints.get(trial.id))
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
@@ -115,13 +141,25 @@ async def create(request: AnyRequest, data: CreateExperimentRequest) -> CreateEx
 
 @get("/api/v1/experiments", operation_id="GetExperiments", opt=opt(Action.VIEW), tags=["experiments"])
 async def list_experiments(request: AnyRequest, limit: ListLimit = 200, offset: ListOffset = 0,
-                           archived: bool | None = None, project_id: ProjectQuery = None) -> GetExperimentsResponse:
-    users = request.query_params.getall("users", [])
-    if any("\x00" in u or len(u) > 255 for u in users):
+                           archived: bool | None = None, project_id: ProjectQuery = None,
+                           name: QueryText = None, description: QueryText = None, labels: Strings = None,
+                           states: States = None, users: Users = None, user_ids: UserIds = None,
+                           id_gt: IdGt = None, id_gte: IdGte = None, id_lt: IdLt = None, id_lte: IdLte = None,
+                           id_in: IdIn = None, id_not_in: IdNotIn = None, sort_by: SortBy = None,
+                           order_by: OrderBy = None, show_trial_data: ShowTrialData = None) -> GetExperimentsResponse:
+    """Determined's GetExperiments filters and orders (``services/experiment_list.py``);
+    ``showTrialData`` is accepted: the best trial's id and metric are always in the answer."""
+    if any("\x00" in u or len(u) > 255 for u in users or []):
         raise BadRequest("users: a username has at most 255 characters and no NUL")
+    for value in user_ids or []:
+        if not 0 <= value <= MAX_ID:
+            raise BadRequest(f"userIds: {value} is not a user id (0..{MAX_ID})")
+    f = experiment_list.ExperimentFilter(
+        name=name, description=description, labels=labels or [], archived=archived, states=states or [],
+        users=users or [], user_ids=user_ids or [], project_id=project_id, id_gt=id_gt, id_gte=id_gte,
+        id_lt=id_lt, id_lte=id_lte, id_in=id_in, id_not_in=id_not_in, sort_by=sort_by, order_by=order_by).check()
     async with runtime_of(request).sessions() as session:
-        rows, total = await reads.experiments_page(session, offset=offset, limit=page_limit(limit),
-                                                   archived=archived, project_id=project_id, users=users)
+        rows, total = await reads.experiments_page(session, f, offset=offset, limit=page_limit(limit))
     return GetExperimentsResponse(experiments=[experiment_read_json(r, original=False) for r in rows],
                                   pagination=pagination(offset, limit, total, len(rows)))
 
@@ -140,7 +178,8 @@ async def experiment_trials(request: AnyRequest, exp_id: ExperimentId, offset: L
     async with runtime_of(request).sessions() as session:
         exp, trials, total = await reads.trials_page(session, exp_id, offset=offset, limit=page_limit(limit))
         best, latest = await reads.validation_summaries(session, [t.id for t in trials])
-    return GetExperimentTrialsResponse(trials=[_trial_answer(t, exp, best, latest) for t in trials],
+        checkpoints = await run_summaries.trials(session, trials)
+    return GetExperimentTrialsResponse(trials=[_trial_answer(t, exp, best, latest, checkpoints) for t in trials],
                                        pagination=pagination(offset, limit or len(trials), total, len(trials)))
 
 
@@ -151,7 +190,8 @@ async def get_trial(request: AnyRequest, trial_id: TrialId) -> GetTrialResponse:
         trial, exp = await reads.trial(session, trial_id)
         best, latest = await reads.validation_summaries(session, [trial_id])
         summary = await summary_metrics(session, trial_id)
-    return GetTrialResponse(trial=_trial_answer(trial, exp, best, latest, summary))
+        checkpoints = await run_summaries.trials(session, [trial])
+    return GetTrialResponse(trial=_trial_answer(trial, exp, best, latest, checkpoints, summary))
 
 
 async def owned_experiment(request: AnyRequest, exp_id: int, action: Action) -> Experiment:
@@ -173,7 +213,7 @@ def _action(name: str, operation_id: str, method_name: str) -> HTTPRouteHandler:
 pause = _action("pause", "PauseExperiment", "pause")
 activate = _action("activate", "ActivateExperiment", "activate")
 kill = _action("kill", "KillExperiment", "kill")
-cancel = _action("cancel", "CancelExperiment", "kill")
+cancel = _action("cancel", "CancelExperiment", "cancel")  # graceful: its trials checkpoint and stop
 
 
 @get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN),

@@ -115,6 +115,18 @@ async def patch_model(request: AnyRequest, name: ModelRef, data: svc.PatchModel)
     return ModelResponse(model=model_json(view))
 
 
+@post(MODEL + "/archive", operation_id="ArchiveModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
+async def archive_model(request: AnyRequest, name: ModelRef) -> EmptyResponse:
+    await svc.set_archived(runtime_of(request), principal_of(request), name, True)
+    return EmptyResponse()
+
+
+@post(MODEL + "/unarchive", operation_id="UnarchiveModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
+async def unarchive_model(request: AnyRequest, name: ModelRef) -> EmptyResponse:
+    await svc.set_archived(runtime_of(request), principal_of(request), name, False)
+    return EmptyResponse()
+
+
 @delete(MODEL, operation_id="DeleteModel", opt=opt(Action.EDIT), tags=["models"], status_code=200)
 async def delete_model(request: AnyRequest, name: ModelRef) -> EmptyResponse:
     await svc.delete_model(runtime_of(request), principal_of(request), name)
@@ -156,5 +168,5 @@ async def delete_version(request: AnyRequest, name: ModelRef, number: VersionNum
     return EmptyResponse()
 
 
-ROUTES = [create_model, list_models, get_model, patch_model, delete_model, register_version, list_versions,
-          get_version, patch_version, delete_version]
+ROUTES = [create_model, list_models, get_model, patch_model, archive_model, unarchive_model, delete_model,
+          register_version, list_versions, get_version, patch_version, delete_version]

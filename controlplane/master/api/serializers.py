@@ -12,12 +12,13 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from controlplane.common.floats import decode_nonfinite
-from controlplane.common.timeutil import iso
+from controlplane.common.timeutil import aware, iso, utcnow
 from controlplane.config.stored import searcher_of
 from controlplane.master.db.models import Checkpoint, Experiment, Trial
 from controlplane.master.redaction import redact_config, redact_yaml_text
 from controlplane.master.services.experiment_changes import active_config
 from controlplane.master.services.paging import Pagination
+from controlplane.master.services.run_summaries import ExperimentSummary, TrialSummary
 
 if TYPE_CHECKING:
     from controlplane.master.services.experiment_reads import ExperimentRead
@@ -66,14 +67,31 @@ class V1Experiment(msgspec.Struct, rename="camel", kw_only=True):
     notes: str
     parent_archived: bool
     unmanaged: bool
+    searcher_metric: str
+    hyperparameters: dict[str, Any]  # the config's (redacted)
+    duration: int  # seconds from its start to its end, or to now
+    checkpoint_count: int  # completed checkpoints
+    checkpoint_size: str  # their bytes (Determined's int64 as a string)
+    best_trial_id: int | None
+    best_trial_searcher_metric: float | None
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float:
+    if start is None:
+        return 0.0
+    return max(0.0, (aware(end or utcnow()) - aware(start)).total_seconds())
 
 
 def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progress: float | None = None,
-                    project: ProjectNames | None = None, *, original: bool = True) -> V1Experiment:
+                    project: ProjectNames | None = None, *, original: bool = True,
+                    summary: ExperimentSummary | None = None) -> V1Experiment:
     """``progress``: as of now (``orchestration/progress.py``); else the one stored at the last searcher event.
     ``project``: its project and workspace (``services/workspaces.project_names``); the default ones if left out.
     ``original``: False in lists, whose rows leave the submitted YAML (up to ``max_config_bytes``) empty
-    and do not load it (GetExperiment carries it)."""
+    and do not load it (GetExperiment carries it). ``summary``: its checkpoints and best trial
+    (``services/run_summaries.py``); none yet if left out."""
+    summary = summary or ExperimentSummary()
+    config = redact_config(active_config(exp))
     return V1Experiment(
         id=exp.id,
         name=exp.name,
@@ -81,7 +99,7 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         labels=list(exp.labels or []),
         state=f"STATE_{exp.state}",
         archived=exp.archived,
-        config=redact_config(active_config(exp)),
+        config=config,
         original_config=redact_yaml_text(exp.original_config, exp.config) if original else "",
         job_id=exp.job_id,
         num_trials=len(trial_ids),
@@ -101,12 +119,20 @@ def experiment_json(exp: Experiment, username: str, trial_ids: list[int], progre
         notes=exp.notes,
         parent_archived=False,
         unmanaged=False,
+        searcher_metric=exp.searcher.metric,
+        hyperparameters=config.get("hyperparameters") or {},
+        duration=int(_seconds(exp.start_time, exp.end_time)),
+        checkpoint_count=summary.checkpoint_count,
+        checkpoint_size=str(summary.checkpoint_size),
+        best_trial_id=summary.best_trial_id,
+        best_trial_searcher_metric=summary.best_trial_metric,
     )
 
 
 def experiment_read_json(read: ExperimentRead, *, original: bool = True) -> V1Experiment:
-    """An experiment as ``services/experiment_reads.py`` read it (owner, trials, progress, project)."""
-    return experiment_json(read.exp, read.username, read.trial_ids, read.progress, read.project, original=original)
+    """An experiment as ``services/experiment_reads.py`` read it (owner, trials, progress, project, summary)."""
+    return experiment_json(read.exp, read.username, read.trial_ids, read.progress, read.project, original=original,
+                           summary=read.summary)
 
 
 def _searcher_metric(exp_config: dict[str, Any]) -> tuple[str, bool]:
@@ -129,6 +155,17 @@ class V1MetricsWorkload(msgspec.Struct, rename="camel", kw_only=True):
     searcher_metric: Any | UnsetType = UNSET
 
 
+class V1CheckpointWorkload(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's v1CheckpointWorkload: a trial's ``bestCheckpoint``."""
+
+    uuid: str
+    end_time: str | None
+    state: str
+    resources: dict[str, str]
+    total_batches: int
+    metadata: dict[str, Any]  # the user's
+
+
 class V1Trial(msgspec.Struct, rename="camel", kw_only=True):
     """Determined's trialv1Trial; the validations and ``summaryMetrics`` only where known."""
 
@@ -148,6 +185,11 @@ class V1Trial(msgspec.Struct, rename="camel", kw_only=True):
     latest_checkpoint_uuid: str | None
     seed: int
     progress: float
+    checkpoint_count: int  # completed checkpoints
+    total_checkpoint_size: str  # their bytes (Determined's int64 as a string)
+    best_checkpoint: V1CheckpointWorkload | None
+    wall_clock_time: float  # seconds from its start to its end, or to now
+    warm_start_checkpoint_uuid: str | None
     best_validation: V1MetricsWorkload | UnsetType = UNSET
     latest_validation: V1MetricsWorkload | UnsetType = UNSET
     summary_metrics: dict[str, Any] | UnsetType = UNSET
@@ -155,8 +197,11 @@ class V1Trial(msgspec.Struct, rename="camel", kw_only=True):
 
 def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: V1MetricsWorkload | None = None,
                latest_validation: V1MetricsWorkload | None = None,
-               summary_metrics: dict[str, Any] | None = None) -> V1Trial:
-    """``summaryMetrics`` only where the caller computed it (one trial: ``services/metric_reads.py``)."""
+               summary_metrics: dict[str, Any] | None = None, summary: TrialSummary | None = None) -> V1Trial:
+    """``summaryMetrics`` only where the caller computed it (one trial: ``services/metric_reads.py``);
+    ``summary``: its checkpoints (``services/run_summaries.py``), none if left out."""
+    summary = summary or TrialSummary()
+    best = summary.best_checkpoint
     return V1Trial(
         id=trial.id,
         experiment_id=trial.experiment_id,
@@ -174,6 +219,14 @@ def trial_json(trial: Trial, exp_config: dict[str, Any], best_validation: V1Metr
         latest_checkpoint_uuid=trial.latest_checkpoint,
         seed=trial.seed,
         progress=trial.progress,
+        checkpoint_count=summary.checkpoint_count,
+        total_checkpoint_size=str(summary.checkpoint_size),
+        best_checkpoint=None if best is None else V1CheckpointWorkload(
+            uuid=best.uuid, end_time=iso(best.report_time), state=best.state,
+            resources={k: str(v) for k, v in (best.resources or {}).items()}, total_batches=best.steps_completed,
+            metadata=best.metadata_ or {}),
+        wall_clock_time=_seconds(trial.start_time, trial.end_time),
+        warm_start_checkpoint_uuid=trial.warm_start_checkpoint,
         best_validation=UNSET if best_validation is None else best_validation,
         latest_validation=UNSET if latest_validation is None else latest_validation,
         summary_metrics=UNSET if summary_metrics is None else summary_metrics,
@@ -231,14 +284,15 @@ class V1Checkpoint(msgspec.Struct, rename="camel", kw_only=True):
 
 
 def checkpoint_json(ckpt: Checkpoint, exp_config: dict[str, Any] | None,
-                    validation_metrics: dict[str, Any] | None) -> V1Checkpoint:
+                    validation_metrics: dict[str, Any] | None, hparams: dict[str, Any] | None = None) -> V1Checkpoint:
+    """``hparams``: its trial's (``services/checkpoints.hparams_of``)."""
     training = V1CheckpointTraining()
     if ckpt.trial_id is not None:
         training = V1CheckpointTraining(
             trial_id=ckpt.trial_id,
             experiment_id=ckpt.experiment_id,
             experiment_config=redact_config(exp_config or {}),
-            hparams=None,
+            hparams=hparams,
             training_metrics=V1AvgMetrics(avg_metrics={}),
             validation_metrics=V1AvgMetrics(avg_metrics=validation_metrics or {}),
             searcher_metric=_searcher_value(exp_config, validation_metrics),
@@ -329,7 +383,7 @@ def model_version_json(view: VersionView) -> V1ModelVersion:
         id=v.id,
         version=v.version,
         model=model_json(view.model),
-        checkpoint=checkpoint_json(view.checkpoint, view.experiment_config, view.validation),
+        checkpoint=checkpoint_json(view.checkpoint, view.experiment_config, view.validation, view.hparams),
         name=v.name,
         comment=v.comment,
         notes=v.notes,

@@ -118,6 +118,9 @@ class Trial(Base):
     run_id: Mapped[int] = mapped_column(Integer, default=0)  # DET_TRIAL_RUN_ID: +1 per allocation
     total_batches: Mapped[int] = mapped_column(BigInteger, default=0)  # highest steps_completed reported
     latest_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # What its runs restore from while it has no checkpoint of its own (DET_LATEST_CHECKPOINT): its
+    # experiment's searcher.source_checkpoint_uuid, or source_trial_id's latest checkpoint.
+    warm_start_checkpoint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     searcher_metric_value: Mapped[float | None] = mapped_column(Float, nullable=True)  # best so far
     # steps_completed of the validation that holds searcher_metric_value, so reads find it by index.
     best_validation_steps: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -149,6 +152,13 @@ class Allocation(Base):
     preempt_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_acked: Mapped[bool] = mapped_column(Boolean, default=False)
     preempt_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Why it was asked to stop, and when it is killed if it has not exited by then (set with
+    # preempt_requested: now + the effective preemption timeout, orchestrator.request_preemption).
+    preempt_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    preempt_deadline: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Its experiment's own `preemption_timeout` (seconds), stored at placement; None: the pool's or
+    # the master's applies.
+    preemption_timeout_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Its task long-polled its preemption signal (as Determined's harness and core API do when they
     # watch for preemption): it declared it checkpoints and exits when asked, so consolidation may move it.
     watches_preemption: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

@@ -41,9 +41,17 @@ def trial_env(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, clus
         "DET_EXPERIMENT_CONFIG": json.dumps(harness_config(cfg)),
         "DET_STEPS_COMPLETED": str(latest.steps_completed if latest else 0),
     })
-    if latest is not None:
-        env["DET_LATEST_CHECKPOINT"] = latest.uuid
+    restore_from = restore_point(trial, latest)
+    if restore_from is not None:
+        env["DET_LATEST_CHECKPOINT"] = restore_from
     return env
+
+
+def restore_point(trial: Trial, latest: Checkpoint | None) -> str | None:
+    """DET_LATEST_CHECKPOINT: the trial's latest checkpoint, else the one it warm-starts from (as
+    Determined's trial.go, with DET_STEPS_COMPLETED 0: the code tells another trial's checkpoint by
+    its trial id and keeps its weights, not its step count)."""
+    return latest.uuid if latest is not None else trial.warm_start_checkpoint
 
 
 def trial_info(exp: Experiment, trial: Trial, latest: Checkpoint | None) -> dict[str, Any]:
@@ -74,14 +82,14 @@ def start_message(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, 
         context_hash=exp.context_hash,
         trial_info=trial_info(exp, trial, latest),
         kill_grace_seconds=kill_grace_s,
-        readable_checkpoints=readable_checkpoints(exp, latest),
+        readable_checkpoints=readable_checkpoints(trial, latest),
     )
 
 
-def readable_checkpoints(exp: Experiment, latest: Checkpoint | None) -> list[str]:
+def readable_checkpoints(trial: Trial, latest: Checkpoint | None) -> list[str]:
     """What a trial's task may read of a shared_fs (the agent mounts only these, read-only): the
-    checkpoint it restores from (DET_LATEST_CHECKPOINT) and the one its searcher warm-starts from."""
-    source = exp.searcher.source_checkpoint_uuid
+    checkpoint it restores from (DET_LATEST_CHECKPOINT) and the one it warm-starts from."""
+    source = trial.warm_start_checkpoint
     uuids = [latest.uuid] if latest is not None else []
     if source is not None and source not in uuids:
         uuids.append(source)

@@ -9,12 +9,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
+from controlplane.config.stored import SearcherView
 from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Trial
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.token_cache import TokenCaches, token_hash
 from controlplane.scheduler.model import DEFAULT_PRIORITY
 from controlplane.searchers.base import Create
 from controlplane.state import allocation as A
+from controlplane.state import checkpoint as CK
 from controlplane.state import trial as T
 
 LIVE_ALLOCATION_STATES = (A.PENDING, A.ASSIGNED, A.RUNNING)
@@ -24,13 +26,41 @@ async def create_trial(session: AsyncSession, exp: Experiment, action: Create) -
     trial = Trial(
         experiment_id=exp.id, request_id=action.request_id, task_id=f"{exp.id}.{uuid.uuid4()}",
         hparams=action.hparams, seed=action.seed, state=T.QUEUED, restarts=0, run_id=0,
-        total_batches=0, start_time=utcnow(),
+        total_batches=0, start_time=utcnow(), warm_start_checkpoint=await _warm_start_of(session, exp),
     )
     session.add(trial)
     await session.flush()
     record_initial(session, trial, f"created by the searcher (request {action.request_id})")
     queue_allocation(session, exp, trial, "first run")
     return trial
+
+
+async def warm_start_checkpoint(session: AsyncSession, searcher: SearcherView) -> Checkpoint | None:
+    """Determined's ``checkpointFromTrialIDOrUUID``: ``searcher.source_trial_id``'s latest completed
+    checkpoint (most steps), else the checkpoint ``searcher.source_checkpoint_uuid`` names (None:
+    no such checkpoint, or no warm start asked for)."""
+    if searcher.source_trial_id is not None:
+        return await session.scalar(
+            select(Checkpoint).where(Checkpoint.trial_id == searcher.source_trial_id, Checkpoint.state == CK.COMPLETED)
+            .order_by(Checkpoint.steps_completed.desc(), Checkpoint.report_time.desc()).limit(1))
+    if searcher.source_checkpoint_uuid is not None:
+        return await session.get(Checkpoint, searcher.source_checkpoint_uuid)
+    return None
+
+
+async def _warm_start_of(session: AsyncSession, exp: Experiment) -> str | None:
+    """The uuid a new trial of ``exp`` warm-starts from: the one its first trial got (Determined
+    resolves it once per experiment, so a source trial that checkpoints on does not split the
+    search), else resolved now (experiment creation refused a source that resolves to nothing)."""
+    searcher = exp.searcher
+    if searcher.source_trial_id is None and searcher.source_checkpoint_uuid is None:
+        return None
+    earlier = await session.scalar(select(Trial.warm_start_checkpoint).where(
+        Trial.experiment_id == exp.id, Trial.warm_start_checkpoint.is_not(None)).limit(1))
+    if earlier is not None:
+        return earlier
+    ckpt = await warm_start_checkpoint(session, searcher)
+    return ckpt.uuid if ckpt is not None else searcher.source_checkpoint_uuid
 
 
 def queue_allocation(session: AsyncSession, exp: Experiment, trial: Trial, reason: str) -> Allocation:

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware, utcnow
+from controlplane.config.experiment import preemption_timeout_s
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.background import BackgroundLoop
-from controlplane.master.db.models import Agent, Allocation, Experiment, Trial, User
+from controlplane.master.db.models import Agent, Allocation, Experiment, TaskLog, Trial, User
 from controlplane.master.orchestration import (
     gang,
     lifecycle,
@@ -54,6 +55,18 @@ RESTART_GRACE_S = 10.0
 ORPHAN_GRACE_S = 5.0
 # While the database is unavailable the tick is retried with a growing wait, at most this.
 OUTAGE_BACKOFF_MAX_S = 5.0
+# A task killed for ignoring its preemption that is still running this much later is killed again.
+KILL_RESEND_S = 30.0
+
+
+def span(seconds: float) -> str:
+    """A timeout as people write it: 1h, 90m, 45s, 1h30m."""
+    whole = int(seconds)
+    if whole != seconds or whole < 60:
+        return f"{seconds:g}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
 
 
 def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None:
@@ -76,6 +89,7 @@ class Orchestrator:
                                     backoff_max_s=OUTAGE_BACKOFF_MAX_S)
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
         self._wakeups: list[object] = []  # notifier keys, woken once the transaction has committed
+        self._logged: list[int] = []  # trials the transaction wrote log lines of (their followers read them)
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
 
     # ---- loop -------------------------------------------------------------------------------
@@ -127,6 +141,7 @@ class Orchestrator:
             await self.orch.lock.acquire()
             self.orch._outgoing = []
             self.orch._wakeups = []
+            self.orch._logged = []
             self.cm = self.orch.rt.sessions.begin()
             return await self.cm.__aenter__()
 
@@ -139,9 +154,13 @@ class Orchestrator:
                         self.orch.rt.hub.send(agent_id, msg)
                     for key in self.orch._wakeups:
                         self.orch.rt.notifier.notify(key)
+                    for trial_id in self.orch._logged:
+                        self.orch.rt.streams.logged(trial_id)
+                        self.orch.rt.notifier.notify(("trial-logs", trial_id))
             finally:
                 self.orch._outgoing = []
                 self.orch._wakeups = []
+                self.orch._logged = []
                 self.orch.lock.release()
 
     def transaction(self) -> _Txn:
@@ -188,6 +207,21 @@ class Orchestrator:
             move(session, exp, E.STOPPING_KILLED, "killed by a user")
             for trial in await self._open_trials(session, exp.id):
                 await self._kill_trial(session, trial, "killed by a user")
+            await self._maybe_finish(session, exp)
+        self.wake()
+
+    async def cancel(self, exp_id: int) -> None:
+        """``det e cancel``, as Determined does it: the experiment stops gracefully (STOPPING_CANCELED,
+        then CANCELED). A trial that never ran is canceled now; a running one is preempted as a
+        pause does (it checkpoints at its next boundary and exits), then ends CANCELED. An experiment
+        already ending (or ended) is left to end as it does."""
+        async with self.transaction() as session:
+            exp = await self._experiment(session, exp_id)
+            if exp.state not in (E.ACTIVE, E.PAUSED):
+                return
+            move(session, exp, E.STOPPING_CANCELED, "canceled by a user")
+            for trial in await self._open_trials(session, exp.id):
+                await self._cancel_trial(session, trial, "its experiment was canceled by a user")
             await self._maybe_finish(session, exp)
         self.wake()
 
@@ -340,8 +374,8 @@ class Orchestrator:
                 return
             exp = await session.get(Experiment, trial.experiment_id)
             assert exp is not None  # a trial's experiment row outlives it (foreign key)
-            if E.EXPERIMENT.is_terminal(exp.state):
-                return
+            if E.EXPERIMENT.is_terminal(exp.state) or exp.state in (E.STOPPING_KILLED, E.STOPPING_CANCELED):
+                return  # stopping: the searcher creates and stops no more trials
             searcher = searcher_runtime.load(exp)
             await self._apply_actions(session, exp, searcher,
                                       searcher.on_validation(trial.request_id, metric, steps_completed))
@@ -375,7 +409,7 @@ class Orchestrator:
 
     async def _apply_actions(self, session: AsyncSession, exp: Experiment, searcher: Searcher,
                              actions: Iterable[SearcherAction]) -> None:
-        shutdown = failure = None
+        shutdown = failure = cancel = None
         for action in actions:
             if isinstance(action, Create):
                 await lifecycle.create_trial(session, exp, action)
@@ -385,8 +419,8 @@ class Orchestrator:
                 if trial is not None and not T.TRIAL.is_terminal(trial.state):
                     await self._stop_trial(session, trial)
             elif isinstance(action, Shutdown):
-                shutdown, failure = True, action.failure
-        searcher_runtime.save(exp, searcher, shutdown=shutdown, failure=failure)
+                shutdown, failure, cancel = True, action.failure, action.cancel
+        searcher_runtime.save(exp, searcher, shutdown=shutdown, failure=failure, cancel=cancel)
         exp.progress = await progress.of_searcher(session, exp, searcher)
 
     async def _pause_trial(self, session: AsyncSession, trial: Trial) -> None:
@@ -417,6 +451,20 @@ class Orchestrator:
             if alloc is not None:
                 self.request_preemption(alloc, "stopped early by the searcher")
 
+    async def _cancel_trial(self, session: AsyncSession, trial: Trial, reason: str) -> None:
+        alloc = await lifecycle.live_allocation(session, trial.id)
+        if alloc is None or alloc.state == A.PENDING:
+            if trial.state in (T.QUEUED, T.PAUSED):  # it never ran, or its paused process is gone
+                if alloc is not None:
+                    lifecycle.end_allocation(session, self.rt.tokens, alloc, reason)
+                lifecycle.finish_trial(session, trial, T.CANCELED, reason)
+            return
+        if trial.state in (T.QUEUED, T.RUNNING, T.PAUSED):
+            move(session, trial, T.STOPPING_CANCELED, reason)
+            self.request_preemption(alloc, reason)
+        # STOPPING_COMPLETED: the searcher stopped it already (it ends COMPLETED at its boundary);
+        # STOPPING_KILLED: its process is being killed.
+
     async def _kill_trial(self, session: AsyncSession, trial: Trial, reason: str) -> None:
         alloc = await lifecycle.live_allocation(session, trial.id)
         if alloc is None or alloc.state == A.PENDING:
@@ -433,10 +481,16 @@ class Orchestrator:
         log.info("killing %s: %s", alloc.id, reason)
 
     def request_preemption(self, alloc: Allocation, reason: str) -> None:
+        """Its task is asked to checkpoint and exit; it is killed if it has not exited by the
+        deadline: now + its experiment's `preemption_timeout`, else its pool's, else the master's."""
         if not alloc.preempt_requested:
+            now = utcnow()
+            timeout = self.rt.settings.preemption_timeout_for(alloc.resource_pool, alloc.preemption_timeout_s)
             alloc.preempt_requested = True
-            alloc.preempt_requested_at = utcnow()
-            log.info("preempting %s: %s", alloc.id, reason)
+            alloc.preempt_requested_at = now
+            alloc.preempt_deadline = now + timedelta(seconds=timeout)
+            alloc.preempt_reason = reason
+            log.info("preempting %s: %s (killed if it has not exited within %s)", alloc.id, reason, span(timeout))
         self._notify_after_commit(("preempt", alloc.id))
 
     async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
@@ -460,6 +514,15 @@ class Orchestrator:
         elif trial.state == T.STOPPING_COMPLETED:
             lifecycle.finish_trial(session, trial, T.COMPLETED, "stopped early by the searcher")
             outcome = "completed"
+        elif trial.state == T.STOPPING_CANCELED:
+            if exit_code == 0 and not alloc.preempt_acked and not alloc.killed_for_preemption and not agent_lost:
+                lifecycle.finish_trial(session, trial, T.COMPLETED, "finished its work before it saw the cancel")
+                outcome = "completed"
+            else:
+                why = ("killed after ignoring its preemption" if alloc.killed_for_preemption
+                       else "checkpointed and stopped" if exit_code == 0 else f"stopped ({reason or 'exited'})")
+                lifecycle.finish_trial(session, trial, T.CANCELED, f"its experiment was canceled: {why}")
+                outcome = "canceled"
         elif trial.state == T.PAUSED:
             if exit_code == 0 and not alloc.preempt_acked and not agent_lost:
                 lifecycle.finish_trial(session, trial, T.COMPLETED, "finished before it saw the pause")
@@ -496,7 +559,8 @@ class Orchestrator:
                     if trial.state == T.RUNNING:
                         move(session, trial, T.QUEUED, f"{why}; restart {trial.restarts} of {cfg_max_restarts}")
                     lifecycle.queue_allocation(session, exp, trial, f"restart after {why}")
-        if outcome is not None and exp.state not in (E.STOPPING_KILLED,) and not E.EXPERIMENT.is_terminal(exp.state):
+        if (outcome is not None and exp.state not in (E.STOPPING_KILLED, E.STOPPING_CANCELED)
+                and not E.EXPERIMENT.is_terminal(exp.state)):
             searcher = searcher_runtime.load(exp)
             await self._apply_actions(session, exp, searcher, searcher.on_trial_exited(trial.request_id, outcome))
         await self._maybe_finish(session, exp)
@@ -510,11 +574,15 @@ class Orchestrator:
             return
         if exp.state == E.STOPPING_KILLED or (exp.state == E.PAUSED and not searcher_runtime.started(exp)):
             final, why = E.CANCELED, "every trial has stopped after a kill"
+        elif exp.state == E.STOPPING_CANCELED:
+            final, why = E.CANCELED, "every trial has checkpointed and stopped after a cancel"
         elif exp.state == E.STOPPING_ERROR:
             final, why = E.ERROR, "every trial has stopped"
         elif searcher_runtime.is_shut_down(exp) and exp.state in (E.ACTIVE, E.STOPPING_COMPLETED):
             if searcher_runtime.shut_down_with_failure(exp):
                 final, why = E.ERROR, "no trial completed"
+            elif searcher_runtime.shut_down_canceled(exp):
+                final, why = E.CANCELED, "every trial was canceled by a user"
             else:
                 final, why = E.COMPLETED, "the searcher is done and every trial has finished"
         else:
@@ -565,15 +633,35 @@ class Orchestrator:
         await self._allocation_ended(session, alloc, None, reason, agent_lost=True)
 
     async def _enforce_preemption_timeouts(self, session: AsyncSession) -> None:
-        deadline = utcnow() - timedelta(seconds=self.rt.settings.preemption_timeout_s)
+        """Kills what has not exited by its preemption deadline, and says so in the trial's logs."""
+        now = utcnow()
+        master_timeout = self.rt.settings.preemption_timeout_s
         allocs = (await session.scalars(select(Allocation).where(
             Allocation.preempt_requested.is_(True), Allocation.state.in_((A.ASSIGNED, A.RUNNING)),
-            Allocation.preempt_requested_at < deadline))).all()
+            or_(Allocation.preempt_deadline < now,
+                # asked before deadlines were stored (an older master): the master's timeout
+                and_(Allocation.preempt_deadline.is_(None),
+                     Allocation.preempt_requested_at < now - timedelta(seconds=master_timeout)))))).all()
         for alloc in allocs:
-            log.warning("allocation %s ignored its preemption signal: killing it", alloc.id)
-            alloc.preempt_requested_at = utcnow()  # do not resend every tick
+            first = not alloc.killed_for_preemption
+            asked, deadline = aware(alloc.preempt_requested_at), aware(alloc.preempt_deadline)
+            timeout = (deadline - asked).total_seconds() if deadline is not None and asked is not None \
+                else master_timeout
+            alloc.preempt_deadline = now + timedelta(seconds=KILL_RESEND_S)  # not again every tick
             alloc.killed_for_preemption = True
             self.kill_allocation(alloc, "preemption timeout")
+            if not first:
+                continue
+            why = alloc.preempt_reason or "preempted"
+            log.warning("allocation %s did not exit within %s of its preemption (%s): killing it", alloc.id,
+                        span(timeout), why)
+            if alloc.trial_id is not None:
+                session.add(TaskLog(
+                    task_id=alloc.task_id, trial_id=alloc.trial_id, allocation_id=alloc.id,
+                    agent_id=alloc.agent_id or "", stdtype="stdout", level="LOG_LEVEL_WARNING", source="master",
+                    timestamp=now, log=f"[master] killed: it did not checkpoint and exit within the preemption "
+                                       f"timeout ({span(timeout)}) after it was asked to ({why})\n"))
+                self._logged.append(alloc.trial_id)
 
     def _wake_autoscaler_for_new_demand(self, unplaced: set[str]) -> None:
         """Work that could not be placed and was not there at the last pass: the autoscaler
@@ -609,6 +697,7 @@ class Orchestrator:
             assert trial is not None  # a pending allocation's trial and experiment rows exist (foreign keys)
             exp = await session.get(Experiment, trial.experiment_id)
             assert exp is not None
+            alloc.preemption_timeout_s = preemption_timeout_s(exp.config)  # its own, when it has one
             owner = await session.scalar(select(User.username).where(User.id == exp.owner_id))
             latest = await lifecycle.latest_checkpoint(session, trial)
             gang.assign(alloc, placement.resources)

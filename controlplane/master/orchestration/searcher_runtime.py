@@ -17,13 +17,16 @@ def load(exp: Experiment) -> Searcher:
     return fresh
 
 
-def save(exp: Experiment, searcher: Searcher, *, shutdown: bool | None = None, failure: bool | None = None) -> None:
+def save(exp: Experiment, searcher: Searcher, *, shutdown: bool | None = None, failure: bool | None = None,
+         cancel: bool | None = None) -> None:
     state = dict(exp.searcher_state or {})
     state["searcher"] = searcher.snapshot()
     if shutdown is not None:
         state["shutdown"] = shutdown
     if failure is not None:
         state["failure"] = failure
+    if cancel is not None:
+        state["cancel"] = cancel
     exp.searcher_state = state  # reassign so SQLAlchemy sees the change
 
 
@@ -33,6 +36,11 @@ def is_shut_down(exp: Experiment) -> bool:
 
 def shut_down_with_failure(exp: Experiment) -> bool:
     return bool((exp.searcher_state or {}).get("failure"))
+
+
+def shut_down_canceled(exp: Experiment) -> bool:
+    """Its search ended with every trial canceled by a user (``det trial kill``)."""
+    return bool((exp.searcher_state or {}).get("cancel"))
 
 
 def started(exp: Experiment) -> bool:

@@ -38,8 +38,10 @@ COMPLETED_CHECKPOINT = CK.COMPLETED
 
 
 async def kill_trial(orch: Orchestrator, principal: Principal, trial_id: int) -> None:
-    """``det trial kill``: the trial stops (CANCELED); its experiment goes on with the others.
-    Killing a trial that has ended, or is being killed, changes nothing."""
+    """``det trial kill``: the trial stops (CANCELED); its experiment goes on with the others. A
+    user's cancel is no failure (Determined's searcher.go): an experiment whose every trial was
+    killed so ends CANCELED, not ERROR. Killing a trial that has ended, or is being killed, changes
+    nothing."""
     async with orch.transaction() as session:
         trial = await session.get(Trial, trial_id)
         if trial is None:
@@ -50,7 +52,7 @@ async def kill_trial(orch: Orchestrator, principal: Principal, trial_id: int) ->
             return
         await orch._kill_trial(session, trial, "killed by a user")
         if T.TRIAL.is_terminal(trial.state):  # it had no process: it ended now, so the searcher hears now
-            if not E.EXPERIMENT.is_terminal(exp.state) and exp.state != E.STOPPING_KILLED:
+            if not E.EXPERIMENT.is_terminal(exp.state) and exp.state not in (E.STOPPING_KILLED, E.STOPPING_CANCELED):
                 searcher = searcher_runtime.load(exp)
                 await orch._apply_actions(session, exp, searcher,
                                           searcher.on_trial_exited(trial.request_id, "canceled"))
@@ -112,7 +114,8 @@ async def continue_experiment(orch: Orchestrator, principal: Principal, exp_id: 
             lifecycle.queue_allocation(session, exp, trial, "its experiment was continued")
         searcher = searcher_runtime.load(exp)
         assert isinstance(searcher, PlannedSearcher)  # check_continuable allows only these
-        exp.searcher_state = {**(exp.searcher_state or {}), "shutdown": False, "failure": False}
+        exp.searcher_state = {**(exp.searcher_state or {}), "shutdown": False, "failure": False,
+                             "cancel": False}
         await orch._apply_actions(session, exp, searcher, searcher.reopen([t.request_id for t in again]))
         await orch._maybe_finish(session, exp)
     orch.wake()

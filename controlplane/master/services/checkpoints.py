@@ -224,7 +224,7 @@ async def readable_by(session: AsyncSession, principal: Principal, ckpt: Checkpo
         return
     trial = await session.get(Trial, principal.trial_id) if principal.trial_id is not None else None
     if trial is not None:
-        if ckpt.experiment_id == trial.experiment_id:
+        if ckpt.experiment_id == trial.experiment_id or ckpt.uuid == trial.warm_start_checkpoint:
             return
         exp = await session.get(Experiment, trial.experiment_id)
         searcher = exp.searcher if exp is not None else searcher_of(None)
@@ -293,3 +293,13 @@ async def newest_of_trial(session: AsyncSession, trial_id: int,
         for s, m in rows:
             found.setdefault(s, m)
     return [(c, found.get(c.steps_completed, {})) for c in ckpts]
+
+
+async def hparams_of(rt: MasterRuntime, trial_ids: set[int | None]) -> dict[int, dict[str, Any]]:
+    """Each trial's hyperparameters (a checkpoint's ``training.hparams``): one read for a page."""
+    ids = {i for i in trial_ids if i is not None}
+    if not ids:
+        return {}
+    async with rt.sessions() as session:
+        return {tid: hp for tid, hp in (await session.execute(
+            select(Trial.id, Trial.hparams).where(Trial.id.in_(ids)))).all()}

@@ -21,10 +21,10 @@ from controlplane.config.limits import Limits
 from controlplane.config.merge import merge_template
 from controlplane.config.stored import searcher_of
 from controlplane.config.yaml_io import load_yaml
-from controlplane.master.authz import Action, require_owner
+from controlplane.master.authz import Action, check_role, require_owner
 from controlplane.master.checkpoint_gc import collect as gc
-from controlplane.master.db.models import Experiment
-from controlplane.master.errors import BadRequest, Conflict
+from controlplane.master.db.models import Experiment, Project, Workspace
+from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.orchestration import user_requests
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime import MasterRuntime
@@ -88,8 +88,8 @@ async def patch(rt: MasterRuntime, principal: Principal, exp_id: int,
         if resources is not None:
             if resources.priority is not None:
                 exp.priority = jobs.check_priority(rt, exp.resource_pool, resources.priority, "resources.priority")
-            if resources.weight is not None:
-                exp.weight = jobs.check_weight(rt, exp.resource_pool, resources.weight, "resources.weight")
+            if resources.weight is not None:  # stored whatever the pool's scheduler, as Determined does
+                exp.weight = float(resources.weight)  # (fair share reads it; priority does not)
             if resources.max_slots is not msgspec.UNSET:
                 exp.max_slots = jobs.check_max_slots(resources.max_slots, "resources.maxSlots")
         if patch.checkpoint_storage is not None:
@@ -110,6 +110,41 @@ async def set_archived(rt: MasterRuntime, principal: Principal, exp_id: int, arc
         if archived and exp.state not in user_requests.ENDED:
             raise Conflict(f"state: experiment {exp_id} is {exp.state}; only an ended experiment can be archived")
         exp.archived = archived
+
+
+class MoveExperimentRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1MoveExperimentRequest`` (``det e move``): ``experimentId`` repeats the path's."""
+
+    destination_project_id: Id
+    experiment_id: Id | None = None
+
+
+async def _project_open(session: AsyncSession, project_id: int, what: str) -> Project:
+    """The project, which with its workspace must not be archived (Determined's rule for both ends)."""
+    project = await session.get(Project, project_id)
+    if project is None:
+        raise NotFound(f"project {project_id} not found")
+    ws = await session.get(Workspace, project.workspace_id)
+    if project.archived or (ws is not None and ws.archived):
+        raise Conflict(f"project {project.name!r} ({project_id}) is archived and cannot {what}")
+    return project
+
+
+async def move(rt: MasterRuntime, principal: Principal, exp_id: int, data: MoveExperimentRequest) -> None:
+    """MoveExperiment: by the experiment's owner or an admin, who must be able to create work (a
+    project takes anyone's experiments, as at create); neither the experiment nor either project
+    (or its workspace) archived; the destination must exist (404)."""
+    if data.experiment_id and data.experiment_id != exp_id:
+        raise BadRequest(f"experimentId: {data.experiment_id} is not the experiment of the path ({exp_id})")
+    check_role(principal, Action.CREATE)
+    async with rt.sessions.begin() as session:
+        exp = await owned_in(session, principal, exp_id)
+        if exp.archived:
+            raise Conflict(f"experiment {exp_id} is archived and cannot be moved")
+        await _project_open(session, exp.project_id, "have experiments moved from it")
+        dest = await _project_open(session, data.destination_project_id, "add new experiments")
+        exp.project_id = dest.id
+    log.info("experiment %d moved to project %d", exp_id, dest.id)
 
 
 async def change_label(rt: MasterRuntime, principal: Principal, exp_id: int, label: str, add: bool) -> list[str]:

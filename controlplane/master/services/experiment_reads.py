@@ -18,7 +18,9 @@ from sqlalchemy.orm import defer
 from controlplane.master.db.models import Experiment, Metric, Trial, User
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import progress
-from controlplane.master.services import workspaces
+from controlplane.master.services import experiment_list as listing
+from controlplane.master.services import run_summaries, workspaces
+from controlplane.master.services.run_summaries import ExperimentSummary
 from controlplane.master.services.workspaces import ProjectNames
 
 
@@ -31,6 +33,7 @@ class ExperimentRead:
     trial_ids: list[int]
     progress: float | None
     project: ProjectNames | None  # its project and workspace names
+    summary: ExperimentSummary = ExperimentSummary()  # its checkpoints and best trial
 
 
 @dataclass(frozen=True)
@@ -68,22 +71,15 @@ async def experiment(session: AsyncSession, exp_id: int) -> ExperimentRead:
         select(Trial.id).where(Trial.experiment_id == exp_id).order_by(Trial.id))).all())
     done = await progress.of_experiments(session, [exp])
     names = await workspaces.project_names(session, {exp.project_id})
-    return ExperimentRead(exp, username, trial_ids, done[exp.id], names.get(exp.project_id))
+    summary = await run_summaries.experiments(session, [exp])
+    return ExperimentRead(exp, username, trial_ids, done[exp.id], names.get(exp.project_id), summary[exp.id])
 
 
-async def experiments_page(session: AsyncSession, *, offset: int, limit: int, archived: bool | None,
-                           project_id: int | None, users: Sequence[str]) -> tuple[list[ExperimentRead], int]:
-    """A page of experiments by id (without their code or original YAML), and how many match."""
-    q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
-         .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
-    if archived is not None:
-        q = q.where(Experiment.archived.is_(archived))
-    if project_id:  # Determined's 0: every project
-        q = q.where(Experiment.project_id == project_id)
-    if users:
-        q = q.where(User.username.in_(users))
-    total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = (await session.execute(q.order_by(Experiment.id).offset(offset).limit(limit))).all()
+async def experiments_page(session: AsyncSession, f: listing.ExperimentFilter, *, offset: int,
+                           limit: int) -> tuple[list[ExperimentRead], int]:
+    """A page of the experiments ``f`` matches in its order (without their code or original
+    YAML), and how many match."""
+    rows, total = await listing.page(session, f, offset=offset, limit=limit)
     ids = [e.id for e, _ in rows]
     trials: dict[int, list[int]] = {i: [] for i in ids}
     if ids:
@@ -92,7 +88,9 @@ async def experiments_page(session: AsyncSession, *, offset: int, limit: int, ar
             trials[exp_id].append(tid)
     done = await progress.of_experiments(session, [e for e, _ in rows])
     names = await workspaces.project_names(session, {e.project_id for e, _ in rows})
-    return [ExperimentRead(e, u, trials[e.id], done[e.id], names.get(e.project_id)) for e, u in rows], total
+    summaries = await run_summaries.experiments(session, [e for e, _ in rows])
+    return [ExperimentRead(e, u, trials[e.id], done[e.id], names.get(e.project_id), summaries[e.id])
+            for e, u in rows], total
 
 
 async def trials_page(session: AsyncSession, exp_id: int, *, offset: int,

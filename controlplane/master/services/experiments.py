@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio.to_thread
 import yaml
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
 from controlplane.config.errors import ConfigError
@@ -27,10 +28,11 @@ from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.db.models import Experiment
 from controlplane.master.errors import BadRequest
+from controlplane.master.orchestration import lifecycle
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import templates, workspaces
+from controlplane.master.services import checkpoints, templates, workspaces
 from controlplane.master.services.context import build_archive
 from controlplane.master.services.environments import check_environment
 from controlplane.master.settings import MasterSettings
@@ -38,6 +40,7 @@ from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.grid import subset_warning
 from controlplane.searchers.registry import make_searcher
 from controlplane.searchers.sampling import grid_size
+from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 
 
@@ -215,6 +218,24 @@ def _template_name(body: Any) -> str | None:
     return given[0] if given else None
 
 
+async def _check_warm_start(session: AsyncSession, user: AuthedUser, exp: Experiment) -> None:
+    """As Determined's experiment start: the warm-start checkpoint must exist (a
+    ``searcher.source_trial_id``: that trial has a completed one) and be one its creator may read."""
+    searcher = exp.searcher
+    if searcher.source_trial_id is None and searcher.source_checkpoint_uuid is None:
+        return
+    ckpt = await lifecycle.warm_start_checkpoint(session, searcher)
+    if ckpt is None:
+        if searcher.source_trial_id is not None:
+            raise BadRequest(f"searcher.source_trial_id: no checkpoint found for source trial "
+                             f"{searcher.source_trial_id}")
+        raise BadRequest(f"searcher.source_checkpoint_uuid: no checkpoint found with UUID "
+                         f"{searcher.source_checkpoint_uuid}")
+    await checkpoints.readable_by(session, user, ckpt)
+    if ckpt.state != CK.COMPLETED:
+        raise BadRequest(f"cannot warm-start from checkpoint {ckpt.uuid}: it is {ckpt.state.removeprefix('STATE_')}")
+
+
 async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> Created:
     """The experiment, whether it was saved (with validateOnly nothing is stored), and the
     warnings to show its creator."""
@@ -247,6 +268,7 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
         return Created(exp, False, prepared.warnings)
     async with rt.orchestrator.transaction() as session:
         exp.project_id = await workspaces.project_for_experiment(session, cfg, body_field(body, "projectId"))
+        await _check_warm_start(session, user, exp)
         session.add(exp)
         await session.flush()
         record_initial(session, exp, "created" if activate else "created paused")

@@ -29,7 +29,8 @@ from controlplane.state import allocation as A
 from controlplane.state import experiment as E
 from controlplane.state import pai_job as J
 
-OPEN_STATES = (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_KILLED, E.STOPPING_ERROR)
+OPEN_STATES = (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_CANCELED, E.STOPPING_KILLED,
+               E.STOPPING_ERROR)
 PAI_OPEN_STATES = (J.WAITING, J.RUNNING)
 LIVE = (A.PENDING, A.ASSIGNED, A.RUNNING)
 

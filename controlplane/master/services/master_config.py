@@ -42,6 +42,9 @@ def effective_config(settings: MasterSettings) -> dict[str, Any]:
         }
         if pool.provider:
             entry["provider"] = redact_storage(dict(pool.provider))
+        if pool.preemption_timeout_s is not None:
+            seconds = pool.preemption_timeout_s
+            entry["task_container_defaults"] = {"preemption_timeout": int(seconds) if seconds.is_integer() else seconds}
         pools.append(entry)
     return {
         "cluster_name": settings.cluster_name,

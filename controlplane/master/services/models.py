@@ -27,7 +27,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action, require_owner
-from controlplane.master.db.models import Checkpoint, Experiment, Metric, ModelVersion, RegisteredModel, User
+from controlplane.master.db.models import (
+    Checkpoint,
+    Experiment,
+    Metric,
+    ModelVersion,
+    RegisteredModel,
+    Trial,
+    User,
+)
 from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.principals import AuthedUser, Principal
 from controlplane.master.runtime_core import RuntimeCore
@@ -116,6 +124,7 @@ class VersionView:
     checkpoint: Checkpoint
     experiment_config: dict[str, Any] | None  # of the experiment that wrote the checkpoint
     validation: dict[str, Any] | None  # that trial's validation metrics at the checkpoint's step
+    hparams: dict[str, Any] | None = None  # that trial's hyperparameters
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,9 @@ async def _version_views(session: AsyncSession, mview: ModelView, versions: list
     configs: dict[int | None, Any] = dict((await session.execute(select(Experiment.id, Experiment.config).where(
         Experiment.id.in_(exp_ids)))).all()) if exp_ids else {}
     names = await _usernames(session, {v.owner_id for v in versions})
+    trial_ids = {c.trial_id for c in ckpts.values() if c.trial_id is not None}
+    hparams: dict[int | None, Any] = dict((await session.execute(select(Trial.id, Trial.hparams).where(
+        Trial.id.in_(trial_ids)))).all()) if trial_ids else {}
     out = []
     for v in versions:
         ckpt = ckpts[v.checkpoint_uuid]
@@ -251,7 +263,7 @@ async def _version_views(session: AsyncSession, mview: ModelView, versions: list
                 Metric.trial_id == ckpt.trial_id, Metric.group == "validation",
                 Metric.steps_completed == ckpt.steps_completed).order_by(Metric.id.desc()).limit(1))
         out.append(VersionView(v, mview, names.get(v.owner_id, ""), ckpt, configs.get(ckpt.experiment_id),
-                               validation))
+                               validation, hparams.get(ckpt.trial_id)))
     return out
 
 
@@ -347,6 +359,17 @@ async def patch_model(rt: RuntimeCore, principal: Principal, ident: str, data: P
         raise Conflict(f"name: a model named {new_name!r} already exists") from None
 
 
+async def set_archived(rt: RuntimeCore, principal: Principal, ident: str, archived: bool) -> None:
+    """ArchiveModel / UnarchiveModel (``Model.archive()`` of the SDK): the owner or an admin; doing it
+    twice changes nothing, as in Determined. An archived model takes no new version."""
+    async with rt.sessions.begin() as session:
+        model = await _find_model(session, ident, lock=True)
+        _require_model_owner(principal, model)
+        if model.archived != archived:
+            model.archived = archived
+            model.updated_at = utcnow()
+
+
 async def delete_model(rt: RuntimeCore, principal: Principal, ident: str) -> None:
     """The model and all its versions; the checkpoints stay (and become collectable again)."""
     async with rt.sessions.begin() as session:
@@ -371,6 +394,8 @@ async def register_version(rt: RuntimeCore, user: AuthedUser, ident: str,
         _require_model_owner(user, model)
         if model_name not in (None, "", model.name, str(model.id)):
             raise BadRequest(f"modelName: {model_name!r} does not match the model of the path, {model.name!r}")
+        if model.archived:  # Determined's rule
+            raise BadRequest(f"model {model.name!r} is archived and cannot register new versions")
         # Locked like checkpoint GC locks the rows it may delete: whichever comes second sees the
         # other's outcome (a version that protects the checkpoint, or a checkpoint being deleted).
         ckpt = await session.get(Checkpoint, ckpt_uuid, with_for_update=True)

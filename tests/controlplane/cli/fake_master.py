@@ -353,7 +353,9 @@ class Handler(BaseHTTPRequestHandler):
         resources = req.get("resources") or {}
         for key in ("priority", "weight"):
             if resources.get(key) is not None:
-                problem = self._scheduler_error(exp["resourcePool"], key, resources[key], f"resources.{key}")
+                # the real master stores an experiment's weight under either scheduler (Determined's)
+                pool = "fair" if key == "weight" else exp["resourcePool"]
+                problem = self._scheduler_error(pool, key, resources[key], f"resources.{key}")
                 if problem:
                     return self._error(400, problem)
                 exp.setdefault("config", {}).setdefault("resources", {})[key] = resources[key]

@@ -155,12 +155,19 @@ def test_experiment_set_client_side_checks(fake_master, det, argv, message):
 
 
 def test_experiment_set_master_rejection(fake_master, det):
-    r = det("experiment", "set", "weight", "2", "3")  # experiment 2 is in a priority pool
+    fake_master.state.experiments[2]["resourcePool"] = "fair"
+    r = det("experiment", "set", "priority", "2", "3")  # experiment 2 is now in a fair-share pool
     assert r.rc == 1
-    assert r.err.strip() == ("Error: resources.weight: weight applies only under the fair_share scheduler; "
-                             "pool 'default' uses priority (set a priority instead)")
+    assert r.err.strip() == ("Error: resources.priority: priority applies only under the priority scheduler; "
+                             "pool 'fair' uses fair_share (set a weight instead)")
     assert "Traceback" not in r.err
     assert r.out == ""
+
+
+def test_experiment_set_weight_is_stored_under_the_priority_scheduler(fake_master, det):
+    r = det("experiment", "set", "weight", "2", "3")  # experiment 2 is in a priority pool: stored, as Determined does
+    assert r.rc == 0, r.err
+    assert patches(fake_master, 2) == [{"id": 2, "resources": {"weight": 3.0}}]
 
 
 def test_experiment_set_unknown_experiment(fake_master, det):

@@ -178,6 +178,18 @@ def test_errors_name_the_field_and_the_rule(over, message):
     assert error(**over) == message
 
 
+def test_preemption_timeout_is_determineds_seconds_checked_and_read():
+    from controlplane.config.experiment import preemption_timeout_s
+
+    cfg = parse(preemption_timeout=120)
+    assert cfg["preemption_timeout"] == 120 and preemption_timeout_s(cfg) == 120
+    assert preemption_timeout_s(parse()) is None and preemption_timeout_s(parse(preemption_timeout=None)) is None
+    assert error(preemption_timeout="1h") == "preemption_timeout: must be an integer, got '1h'"
+    assert error(preemption_timeout=-1) == "preemption_timeout: must be >= 0, got -1"
+    assert error(preemption_timeout=2**31) == f"preemption_timeout: must be <= {2**31 - 1}, got {2**31}"
+    assert error(preemption_timout=60) == "preemption_timout: unknown field"  # a typo is still refused
+
+
 def test_checkpoint_policy_is_kept_for_the_trial_api():
     assert parse(checkpoint_policy="all")["checkpoint_policy"] == "all"
 

@@ -247,6 +247,8 @@ def special_body(method: str, path: str, work: Work) -> Any:
     metric = {"stepsCompleted": 6, "metrics": {"avgMetrics": {"loss": 0.4}}}
     return {
         ("DELETE", "/api/v1/checkpoints"): {"checkpointUuids": [work.spare_ckpt]},
+        ("POST", "/api/v1/checkpoints/rm"): {"checkpointUuids": [work.spare_ckpt], "checkpointGlobs": ["*.tmp"]},
+        ("POST", "/api/v1/experiments/{exp_id}/move"): {"destinationProjectId": work.project_id},
         ("POST", "/api/v1/experiments/continue"): {"id": work.exp_id},
         ("POST", "/api/v1/checkpoints/{checkpoint_uuid}/metadata"): {
             "checkpoint": {"uuid": work.ckpt, "metadata": {"steps_completed": 4, "note": "kept"}}},

@@ -248,3 +248,28 @@ async def test_concurrent_registrations_get_distinct_numbers(api):
                                      for _ in range(6)))
     assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
     assert sorted(r.json()["modelVersion"]["version"] for r in replies) == [1, 2, 3, 4, 5, 6]
+
+
+async def test_archive_and_unarchive_need_the_owner_and_stop_new_versions(api):
+    agent = await registry_agent(api)
+    _, _, ckpt = await experiment_checkpoint(api, agent, 10)
+    assert (await api.post("/api/v1/models", json={"name": "kept"})).status_code == 200
+    login = await api.post("/api/v1/auth/login", json={"username": "admin", "password": ""})
+    admin = {"Authorization": f"Bearer {login.json()['token']}"}
+    assert (await api.post("/api/v1/models", json={"name": "admins"}, headers=admin)).status_code == 200
+    r = await api.post("/api/v1/models/admins/archive")
+    assert r.status_code == 403 and "owner" in r.json()["message"], r.text
+
+    for _ in range(2):  # twice changes nothing, as in Determined
+        r = await api.post("/api/v1/models/kept/archive")
+        assert r.status_code == 200 and r.json() == {}, r.text
+    assert (await api.get("/api/v1/models/kept")).json()["model"]["archived"] is True
+    assert [m["name"] for m in (await api.get("/api/v1/models", params={"archived": "false"})).json()["models"]] \
+        == ["admins"]
+    r = await api.post("/api/v1/models/kept/versions", json={"checkpointUuid": ckpt})
+    assert r.status_code == 400 and "archived" in r.json()["message"], r.text
+    model_id = (await api.get("/api/v1/models/kept")).json()["model"]["id"]
+    assert (await api.post(f"/api/v1/models/{model_id}/unarchive")).status_code == 200  # by id too
+    assert (await api.get("/api/v1/models/kept")).json()["model"]["archived"] is False
+    assert (await api.post("/api/v1/models/kept/versions", json={"checkpointUuid": ckpt})).status_code == 200
+    assert (await api.post("/api/v1/models/nothing/archive")).status_code == 404

@@ -159,6 +159,34 @@ def test_preemption_checkpoints_at_the_next_batch_and_the_resume_loses_nothing(f
     assert progress[-1] == 1.0
 
 
+def test_a_warm_start_restores_another_trials_weights_and_counts_batches_afresh(fake_master, tmp_path, monkeypatch):
+    """searcher.source_checkpoint_uuid: the master hands another trial's checkpoint to this trial's
+    first run as DET_LATEST_CHECKPOINT (Determined's trial.go). Its weights come back, its batch
+    count does not (the checkpoint's trial_state is another trial's)."""
+    source = train(tmp_path / "shared", pytorch.Batch(13))  # trial 0's checkpoint, where the cluster's storage is
+    uuid = source.recorder.checkpoints[-1]
+    monkeypatch.setenv("DET_INFO_DIR", str(_cluster_info(tmp_path, fake_master.url, latest=uuid)))  # trial 7
+    at_start: list[str] = []
+
+    class Warm(MLPTrial):
+        def build_callbacks(self) -> dict[str, pytorch.PyTorchCallback]:
+            trial = self
+
+            class WeightsAtStart(pytorch.PyTorchCallback):
+                def on_training_start(self) -> None:  # after the restore, before the first batch
+                    at_start.append(digest(trial.net))
+
+            return {**super().build_callbacks(), "weights_at_start": WeightsAtStart()}
+
+    with pytorch.init() as ctx:
+        warm = Warm(ctx)
+        pytorch.Trainer(warm, ctx).fit(latest_checkpoint=ctx._core.info.latest_checkpoint,
+                                       reporting_period=pytorch.Batch(20))
+    assert at_start == [digest(source.net)]
+    assert warm.trained == list(range(40))  # all of searcher.max_length, counted from 0
+    assert fake_master.checkpoint_reports()[-1].body["metadata"]["steps_completed"] == 40
+
+
 # ---- two workers: DDP over gloo -----------------------------------------------------------------
 def _ddp_worker(_dist: None, ckpts: str, gloo_port: int, max_batches: int, latest: str | None) -> dict:
     import torch.distributed as tdist

@@ -64,6 +64,17 @@ def test_one_completed_trial_is_success_all_errored_is_failure():
     assert shutdowns == [Shutdown(failure=True)]
 
 
+def test_every_trial_canceled_is_a_cancel_not_a_failure():
+    s = make_searcher(config("random", max_trials=2, max_concurrent_trials=0))
+    ids = [a.request_id for a in s.initial_actions()]
+    assert s.on_trial_exited(ids[0], "canceled") == []
+    assert s.on_trial_exited(ids[1], "canceled") == [Shutdown(cancel=True)]
+    s = make_searcher(config("random", max_trials=2, max_concurrent_trials=0))
+    ids = [a.request_id for a in s.initial_actions()]
+    s.on_trial_exited(ids[0], "canceled")
+    assert s.on_trial_exited(ids[1], "errored") == [Shutdown(failure=True)]
+
+
 def test_snapshot_restore_continues_identically():
     cfg = config("random", max_trials=6, max_concurrent_trials=1)
     straight, _ = run_to_end(make_searcher(cfg))

@@ -54,4 +54,4 @@ def test_same_seed_same_trial_seed_and_snapshot_is_json():
     snap = json.loads(json.dumps(s.snapshot()))
     restored = SingleSearcher.restore(config("single"), snap)
     creates, shutdowns = run_to_end(restored, restored.on_trial_exited("r1", "canceled"))
-    assert creates == [] and shutdowns == [Shutdown(failure=True)]
+    assert creates == [] and shutdowns == [Shutdown(cancel=True)]  # a user's cancel is no failure

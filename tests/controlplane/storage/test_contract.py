@@ -89,3 +89,14 @@ def test_a_uuid_is_one_path_component(backend):
     for bad in ("", "..", "a/b"):
         with pytest.raises(ValueError, match="not a checkpoint uuid"):
             backend.storage.delete(bad)
+
+
+def test_delete_files_removes_only_those(backend):
+    ckpt_uuid, files = store(backend)
+    doomed = sorted(files)[:2]
+    backend.storage.delete_files(ckpt_uuid, [*doomed, "never-there.bin"])
+    backend.storage.delete_files(ckpt_uuid, doomed)  # again: nothing left to do
+    assert backend.storage.resources(ckpt_uuid) == {rel: len(data) for rel, data in files.items()
+                                                    if rel not in doomed}
+    backend.storage.delete_files(ckpt_uuid, ["../outside", "/etc/passwd"])  # never outside the checkpoint
+    assert backend.stored(ckpt_uuid) == sorted(set(files) - set(doomed))

@@ -25,10 +25,10 @@ from controlplane.master.webui import render
 from controlplane.state import experiment as E
 
 MAX_PAGE = 200
-STATES = ("ACTIVE", "PAUSED", "STOPPING_KILLED", "STOPPING_COMPLETED", "STOPPING_ERROR", "COMPLETED",
-          "CANCELED", "ERROR", "DELETING", "DELETE_FAILED")
-StateFilter = Literal["", "ACTIVE", "PAUSED", "STOPPING_KILLED", "STOPPING_COMPLETED", "STOPPING_ERROR",
-                      "COMPLETED", "CANCELED", "ERROR", "DELETING", "DELETE_FAILED"]
+STATES = ("ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_COMPLETED", "STOPPING_ERROR",
+          "COMPLETED", "CANCELED", "ERROR", "DELETING", "DELETE_FAILED")
+StateFilter = Literal["", "ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_COMPLETED",
+                      "STOPPING_ERROR", "COMPLETED", "CANCELED", "ERROR", "DELETING", "DELETE_FAILED"]
 Sort = Literal["id", "name", "state", "owner", "start", "end", "progress"]
 Text = Annotated[str, Parameter(max_length=255, pattern=r"^[^\x00]*$")]
 
@@ -88,7 +88,7 @@ def actions(state: str, archived: bool) -> list[tuple[str, str, str]]:
         out.append(("Pause", "pause", ""))
     if state == E.PAUSED:
         out.append(("Activate", "activate", ""))
-    if state in (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_ERROR):
+    if state in (E.ACTIVE, E.PAUSED, E.STOPPING_COMPLETED, E.STOPPING_CANCELED, E.STOPPING_ERROR):
         out.append(("Kill", "kill", "Kill this experiment? Its trials stop now."))
     if E.EXPERIMENT.is_terminal(state):
         out.append(("Unarchive", "unarchive", "") if archived else ("Archive", "archive", ""))
