@@ -18,7 +18,7 @@ from datetime import timedelta
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from controlplane.common.timeutil import aware, utcnow
+from controlplane.common.timeutil import aware, short_duration, utcnow
 from controlplane.config.experiment import preemption_timeout_s
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.background import BackgroundLoop
@@ -57,16 +57,6 @@ ORPHAN_GRACE_S = 5.0
 OUTAGE_BACKOFF_MAX_S = 5.0
 # A task killed for ignoring its preemption that is still running this much later is killed again.
 KILL_RESEND_S = 30.0
-
-
-def span(seconds: float) -> str:
-    """A timeout as people write it: 1h, 90m, 45s, 1h30m."""
-    whole = int(seconds)
-    if whole != seconds or whole < 60:
-        return f"{seconds:g}s"
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
 
 
 def _refuse_unless(exp: Experiment, to_state: str, verb: str, rule: str) -> None:
@@ -490,7 +480,8 @@ class Orchestrator:
             alloc.preempt_requested_at = now
             alloc.preempt_deadline = now + timedelta(seconds=timeout)
             alloc.preempt_reason = reason
-            log.info("preempting %s: %s (killed if it has not exited within %s)", alloc.id, reason, span(timeout))
+            log.info("preempting %s: %s (killed if it has not exited within %s)", alloc.id, reason,
+                     short_duration(timeout))
         self._notify_after_commit(("preempt", alloc.id))
 
     async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
@@ -654,13 +645,13 @@ class Orchestrator:
                 continue
             why = alloc.preempt_reason or "preempted"
             log.warning("allocation %s did not exit within %s of its preemption (%s): killing it", alloc.id,
-                        span(timeout), why)
+                        short_duration(timeout), why)
             if alloc.trial_id is not None:
                 session.add(TaskLog(
                     task_id=alloc.task_id, trial_id=alloc.trial_id, allocation_id=alloc.id,
                     agent_id=alloc.agent_id or "", stdtype="stdout", level="LOG_LEVEL_WARNING", source="master",
                     timestamp=now, log=f"[master] killed: it did not checkpoint and exit within the preemption "
-                                       f"timeout ({span(timeout)}) after it was asked to ({why})\n"))
+                                       f"timeout ({short_duration(timeout)}) after it was asked to ({why})\n"))
                 self._logged.append(alloc.trial_id)
 
     def _wake_autoscaler_for_new_demand(self, unplaced: set[str]) -> None:
