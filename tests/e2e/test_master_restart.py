@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 from tests.e2e.conftest import EXAMPLE
 from tests.support.cluster import login, wait_for
@@ -36,6 +37,13 @@ def test_master_killed_and_restarted_mid_trial(local_cluster, tmp_path):
 
     trial = wait_for(trial_with_progress, 120, "the trial to report metrics")
     os.kill(cluster.pids()["master"], signal.SIGKILL)
+    # The agent retries with a backoff that grows to 10 s (12.5 with jitter) while the master is
+    # down; the restarted master must wait longer than that for it, or a slow restart under load
+    # would declare the agent lost and re-run the trial (the shared clusters' 4 s is for tests of loss).
+    config_file = cluster.data_dir / "master.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config["agent_reconnect_wait"] = "60s"
+    config_file.write_text(yaml.safe_dump(config))
 
     log = open(cluster.data_dir / "logs" / "master-restarted.log", "ab")
     master = subprocess.Popen([str(Path(sys.executable).parent / "det-master"), "--config",
