@@ -136,8 +136,7 @@ def consolidate(cfg: PoolScaling, agents: Sequence[AgentView], instances: Sequen
 
     def usd_per_hour(a: AgentView) -> float:
         inst = listed.get(a.agent_id)
-        shape = cfg.shape_of(inst.instance_type) if inst is not None else None
-        return shape.price(inst.spot) if shape is not None and inst is not None else 0.0
+        return cfg.price_of(inst.instance_type, inst.spot) if inst is not None else 0.0
 
     room = _Room(busy, now, {a.agent_id: usd_per_hour(a) / a.slots for a in busy})
     cheaper = cfg.mixed and any(o.usd_per_hour > 0 for o in options)

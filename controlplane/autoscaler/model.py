@@ -109,6 +109,11 @@ class PoolScaling:
         shape = self.shape_of(instance_type)
         return shape.slots if shape is not None else self.slots_per_instance
 
+    def price_of(self, instance_type: str, spot: bool) -> float:
+        """$/h of an instance of that type in that market (0: a type the pool does not list, or unpriced)."""
+        shape = self.shape_of(instance_type)
+        return shape.price(spot) if shape is not None else 0.0
+
     @property
     def mixed(self) -> bool:
         return len({s.slots for s in self.shapes}) > 1

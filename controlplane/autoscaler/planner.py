@@ -106,8 +106,7 @@ def _options(cfg: PoolScaling, targets: Targets, open_only: bool) -> list[Option
         if target is None and open_only:
             continue
         itype = target.instance_type if target is not None else shape_groups(cfg)[slots][0]
-        shape = cfg.shape_of(itype)
-        out.append(Option(itype, slots, shape.price(target.spot if target else cfg.spot) if shape else 0.0))
+        out.append(Option(itype, slots, cfg.price_of(itype, target.spot if target else cfg.spot)))
     return out
 
 

@@ -62,7 +62,6 @@ class PoolAutoscaler:
     # an instance that vanished: its agent's work is re-queued now (the orchestrator's instance_gone)
     on_instance_gone: Callable[[str, str], Awaitable[None]]
     drain_agent: DrainAgent | None = None  # consolidation drains through it (the orchestrator's drain_agent)
-    prices: dict[str, float] = field(default_factory=dict)  # type -> $/h for a type no shape prices
     blocked: list[Blocked] = field(default_factory=list)
     failures: LaunchFailure = field(default_factory=LaunchFailure)
     in_flight: list[PendingLaunch] = field(default_factory=list)
@@ -76,11 +75,6 @@ class PoolAutoscaler:
     @property
     def pool(self) -> str:
         return self.scaling.pool
-
-    def price_of(self, instance_type: str, spot: bool) -> float:
-        """$/h of an instance: its shape's price in its market (catalogue or `prices:`)."""
-        shape = self.scaling.shape_of(instance_type)
-        return (shape.price(spot) if shape is not None else 0.0) or self.prices.get(instance_type, 0.0)
 
     async def tick(self, now: float | None = None) -> Decision:
         now = time.time() if now is None else now
@@ -166,7 +160,7 @@ class PoolAutoscaler:
             return
         moves_before = {t.task_id: t.moves for ts in tasks.values() for t in ts}
         for drain in decision.drains:
-            moved = await consolidation.act(self.rt, self.pool, drain, self.drain_agent,
+            moved = await consolidation.act(self.pool, drain, self.drain_agent,
                                             self.scaling.consolidation.max_moves_per_trial, moves_before)
             if moved:
                 log.info("pool %s: draining %s, moving %s: %s", self.pool, drain.instance_id, ", ".join(moved),
@@ -233,7 +227,7 @@ class PoolAutoscaler:
                 session.add(Instance(
                     id=inst.instance_id, pool=self.pool, provider=self.provider, instance_type=inst.instance_type,
                     zone=inst.zone, spot=inst.spot, launch_request_id=req.request_id, state=inst.state,
-                    price_per_hour=self.price_of(inst.instance_type, inst.spot),
+                    price_per_hour=self.scaling.price_of(inst.instance_type, inst.spot),
                     launched_at=datetime.fromtimestamp(inst.launched_at, UTC), reason=reason))
                 session.add(StateTransition(entity="instance", entity_id=inst.instance_id, from_state=None,
                                             to_state=inst.state, reason=reason, at=utcnow()))
