@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -26,20 +27,23 @@ InstanceGone = Callable[[str, str], Awaitable[None]]  # (instance id, why) -> it
 T = TypeVar("T")
 
 
+def _collected(errors: list[ConfigError], fn: Callable[..., T], *args: Any, default: T, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, or ``default`` with its ConfigError added to ``errors`` (so that every
+    mistake of a block is reported at once)."""
+    try:
+        return fn(*args, **kwargs)
+    except ConfigError as e:
+        errors.append(e)
+        return default
+
+
 def scaling_of(pool: PoolConfig) -> PoolScaling:
     """The provider block of a pool (Determined's field names) as the planner's policy; its
     instance types and prices as `shapes.py` reads them. Every mistake of the block is raised at
     once (ConfigErrors), each naming its field."""
     p, path = pool.provider, f"resource_pools[{pool.name}].provider"
     errors: list[ConfigError] = []
-
-    def read(fn: Callable[..., T], *args: Any, default: T, **kwargs: Any) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except ConfigError as e:
-            errors.append(e)
-            return default
-
+    read = functools.partial(_collected, errors)
     shapes = shapes_of(p, path, errors)
     zones = p.get("zones") or ([p["zone"]] if p.get("zone") else [])
     min_instances = read(f.integer, p.get("min_instances", 0), f"{path}.min_instances", minimum=0, default=0)
@@ -65,40 +69,36 @@ def scaling_of(pool: PoolConfig) -> PoolScaling:
 CONSOLIDATION_FIELDS = {"enabled", "max_moves_per_trial", "move_cost", "min_runtime"}
 
 
+def _block(raw: Any, path: str) -> dict[str, Any]:
+    c = f.mapping(raw, path)
+    f.no_unknown(c, CONSOLIDATION_FIELDS, path)
+    return c
+
+
+def _nonnegative_duration(value: Any, path: str) -> float:
+    seconds = parse_duration(value, path)
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(path, f"must be a duration >= 0, got {value!r}")
+    return seconds
+
+
 def consolidation_of(raw: Any, path: str, errors: list[ConfigError]) -> Consolidation:
     """The provider's optional `consolidation: {enabled, max_moves_per_trial, move_cost,
     min_runtime}` (defaults: on, 2 moves per trial, 2m of a moved trial's slots, 3h run before a
     move onto free slots); each mistake is added to ``errors``."""
     default = Consolidation()
-    try:
-        c = f.mapping(raw, path)
-        f.no_unknown(c, CONSOLIDATION_FIELDS, path)
-    except ConfigError as e:
-        errors.append(e)
+    c = _collected(errors, _block, raw, path, default=None)
+    if c is None:
         return default
-    enabled, moves, cost = default.enabled, default.max_moves_per_trial, default.move_cost_s
-    try:
-        enabled = f.boolean(c.get("enabled", enabled), f"{path}.enabled")
-    except ConfigError as e:
-        errors.append(e)
-    try:
-        moves = f.integer(c.get("max_moves_per_trial", moves), f"{path}.max_moves_per_trial", minimum=0)
-    except ConfigError as e:
-        errors.append(e)
-    cost = _duration(c, "move_cost", default.move_cost_s, path, errors)
-    min_runtime = _duration(c, "min_runtime", default.min_runtime_s, path, errors)
-    return Consolidation(enabled=enabled, max_moves_per_trial=moves, move_cost_s=cost, min_runtime_s=min_runtime)
-
-
-def _duration(c: dict[str, Any], key: str, default: float, path: str, errors: list[ConfigError]) -> float:
-    try:
-        value = parse_duration(c.get(key, default), f"{path}.{key}")
-        if not 0 <= value < float("inf"):
-            raise ConfigError(f"{path}.{key}", f"must be a duration >= 0, got {c.get(key)!r}")
-        return value
-    except ConfigError as e:
-        errors.append(e)
-        return default
+    read = functools.partial(_collected, errors)
+    return Consolidation(
+        enabled=read(f.boolean, c.get("enabled", default.enabled), f"{path}.enabled", default=default.enabled),
+        max_moves_per_trial=read(f.integer, c.get("max_moves_per_trial", default.max_moves_per_trial),
+                                 f"{path}.max_moves_per_trial", minimum=0, default=default.max_moves_per_trial),
+        move_cost_s=read(_nonnegative_duration, c.get("move_cost", default.move_cost_s), f"{path}.move_cost",
+                         default=default.move_cost_s),
+        min_runtime_s=read(_nonnegative_duration, c.get("min_runtime", default.min_runtime_s),
+                           f"{path}.min_runtime", default=default.min_runtime_s))
 
 
 def local_agent_command(rt: RuntimeCore) -> Callable[[str, str, str], list[str]]:
