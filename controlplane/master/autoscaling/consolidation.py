@@ -39,7 +39,6 @@ from controlplane.autoscaler import Drain, TaskView
 from controlplane.common.timeutil import epoch, utcnow
 from controlplane.master.db.models import Agent, Allocation, ConsolidationMove, Instance, TaskLog, Trial
 from controlplane.master.orchestration import gang
-from controlplane.master.runtime_core import RuntimeCore
 from controlplane.state import allocation as A
 
 MAX_MOVES_SHOWN = 20
@@ -134,7 +133,7 @@ async def agent_flags(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
     return out
 
 
-async def act(rt: RuntimeCore, pool: str, drain: Drain, drain_agent: DrainAgent, max_moves: int,
+async def act(pool: str, drain: Drain, drain_agent: DrainAgent, max_moves: int,
               moves_before: Mapping[str, int]) -> list[str]:
     """Drains ``drain.instance_id`` through the orchestrator; the ids of the allocations moved
     (none when the picture changed since the planner saw it: the next tick decides again)."""
@@ -158,11 +157,7 @@ async def act(rt: RuntimeCore, pool: str, drain: Drain, drain_agent: DrainAgent,
                                 agent_id=drain.instance_id, stdtype="stdout", level="LOG_LEVEL_INFO", source="master",
                                 timestamp=now, log=line))
 
-    moved = await drain_agent(drain.instance_id, reasons, record)
-    for alloc in moved:  # the trial's log followers read the line now
-        if alloc.trial_id is not None:
-            rt.streams.logged(alloc.trial_id)
-            rt.notifier.notify(("trial-logs", alloc.trial_id))
+    moved = await drain_agent(drain.instance_id, reasons, record)  # wakes the trials' log followers
     return [a.id for a in moved]
 
 

@@ -318,11 +318,11 @@ class Orchestrator:
                           record: Callable[[AsyncSession, list[Allocation]], None]) -> list[Allocation]:
         """Consolidation empties ``agent_id``: it takes no new work, and each named allocation
         (id -> reason) checkpoints and exits the way pause does, then is re-queued from its
-        checkpoint (a preemption, never a failure). ``record`` writes why in the same transaction,
-        given the allocations preempted. The caller's picture may be stale, so nothing happens
-        (an empty list) unless every live allocation on the agent is named and is a trial running
-        there alone that is RUNNING or QUEUED (anything else: new work placed since, a trial being
-        stopped or paused)."""
+        checkpoint (a preemption, never a failure). ``record`` writes why in the same transaction
+        (rows and the trials' log lines), given the allocations preempted. The caller's picture may
+        be stale, so nothing happens (an empty list) unless every live allocation on the agent is
+        named and is a trial running there alone that is RUNNING or QUEUED (anything else: new work
+        placed since, a trial being stopped or paused)."""
         async with self.transaction() as session:
             live = await self._live_allocations_on(session, agent_id)
             moved: list[Allocation] = []
@@ -339,6 +339,8 @@ class Orchestrator:
             record(session, moved)
             for alloc in moved:
                 self.request_preemption(alloc, preempt[alloc.id])
+                if alloc.trial_id is not None:  # record wrote its log line: followers read it after the commit
+                    self._logged.append(alloc.trial_id)
         log.info("agent %s drained by consolidation: preempting %s", agent_id, ", ".join(a.id for a in moved))
         self.wake()
         return moved
