@@ -12,6 +12,8 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,12 +25,26 @@ from tests.e2e.conftest import EXAMPLE
 pytestmark = [pytest.mark.e2e, pytest.mark.one_database("postgres")]
 
 PASSWORD = "Passw0rdX"  # meets the client's complexity check
+NEW_PASSWORD, SDK_PASSWORD = "Newpassw0rd", "Sdkpassw0rd"
 
 
 def rows(table: str) -> list[list[str]]:
     """The cells of the client's plain table (header and rule left out)."""
     lines = [line for line in table.splitlines() if "|" in line]
     return [[cell.strip() for cell in line.split("|")] for line in lines[1:]]
+
+
+def signs_in(master: str, username: str, password: str) -> bool:
+    """A login of its own (the client's token store would answer from its cache)."""
+    body = json.dumps({"username": username, "password": password, "isHashed": False}).encode()
+    request = urllib.request.Request(f"{master}/api/v1/auth/login", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30):
+            return True
+    except urllib.error.HTTPError as e:
+        assert e.code in (401, 403), e.code
+        return False
 
 
 def test_real_client_cluster_admin_workspace_job_calls(local_cluster, determined_cli, determined_venv, tmp_path):
@@ -38,9 +54,10 @@ def test_real_client_cluster_admin_workspace_job_calls(local_cluster, determined
     base = {**os.environ, "HOME": str(home), "DET_MASTER": cluster.url, "XDG_CONFIG_HOME": str(home / ".config")}
     as_admin = {**base, "DET_USER": "admin", "DET_PASS": ""}
 
-    def det(*args: str, env: dict | None = None, ok: bool = True) -> subprocess.CompletedProcess:
+    def det(*args: str, env: dict | None = None, ok: bool = True, input: str | None = None
+            ) -> subprocess.CompletedProcess:
         proc = subprocess.run([str(determined_cli), *args], capture_output=True, text=True, env=env or as_admin,
-                              timeout=120)
+                              timeout=120, input=input)
         if ok:
             assert proc.returncode == 0, f"det {' '.join(args)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
             assert "Traceback" not in proc.stderr, proc.stderr
@@ -74,6 +91,11 @@ def test_real_client_cluster_admin_workspace_job_calls(local_cluster, determined
     det("user", "activate", "nora")
     users = {row[1]: row for row in rows(det("user", "list").stdout)}
     assert (users["nora"][3], users["nora"][4]) == ("False", "True"), users  # Admin, Active
+
+    # det user change-password: the client sends no old password; nora has just signed in, so it stands in.
+    as_nora = {**base, "DET_USER": "nora", "DET_PASS": PASSWORD}
+    det("user", "change-password", env=as_nora, input=f"{NEW_PASSWORD}\n{NEW_PASSWORD}\n")
+    assert signs_in(cluster.url, "nora", NEW_PASSWORD) and not signs_in(cluster.url, "nora", PASSWORD)
 
     # det master config (secrets masked) and det master logs (admin only).
     config = yaml.safe_load(det("master", "config").stdout)
@@ -141,11 +163,14 @@ print(json.dumps({{
     "nora": [nora.username, nora.active, nora.admin],
     "users": sorted(u.username for u in client.list_users()),
 }}))
+as_nora = client.Determined({cluster.url!r}, user="nora", password={NEW_PASSWORD!r})
+as_nora.get_user_by_name("nora").change_password({SDK_PASSWORD!r})  # the SDK's own, right after login
 """
     proc = subprocess.run([str(determined_venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
                           env=base, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    sdk = json.loads(proc.stdout.strip().splitlines()[-1])
+    sdk = json.loads(proc.stdout.strip().splitlines()[0])
+    assert signs_in(cluster.url, "nora", SDK_PASSWORD) and not signs_in(cluster.url, "nora", NEW_PASSWORD)
     assert sdk["workspaces"] == ["Uncategorized", "vision"]
     assert sdk["nora"] == ["nora", True, False]
     assert {"admin", "determined", "nora"} <= set(sdk["users"])

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +27,9 @@ from controlplane.master.token_cache import TokenCaches, token_hash
 
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 SESSION_LIFETIME = timedelta(days=7)
+# Determined 0.38.1's client cannot send the old password (v1PatchUser has no field for it), so a
+# login this recent stands in for it: whoever holds an older (perhaps leaked) token must sign in again.
+RECENT_SIGN_IN = timedelta(minutes=10)
 DEFAULT_USERS = (("admin", True), ("determined", False))
 
 
@@ -60,11 +63,14 @@ def verify_password(client_value: str, stored: str) -> bool:
 _DUMMY_HASH = f"{'00' * 16}$"
 
 
-async def ensure_default_users(session: AsyncSession) -> None:
+async def ensure_default_users(session: AsyncSession, initial_password: str = "") -> None:
+    """``admin`` and ``determined``, created once with ``initial_password`` (Determined's
+    ``security.initial_user_password``; empty by default)."""
     for username, admin in DEFAULT_USERS:
         exists = await session.scalar(select(User.id).where(User.username == username))
         if exists is None:
-            session.add(User(username=username, password_hash=hash_password(""), admin=admin,
+            digest = await asyncio.to_thread(hash_password, client_password_value(initial_password, False))
+            session.add(User(username=username, password_hash=digest, admin=admin,
                              role=Role.ADMIN if admin else Role.USER, active=True, created_at=utcnow()))
 
 
@@ -104,6 +110,12 @@ async def task_token_row(session: AsyncSession, key: str) -> tuple[str, str, int
         .outerjoin(Trial, Trial.id == Allocation.trial_id)
         .where(Allocation.token_hash == key))).first()
     return None if row is None else (row[0], row[1], row[2], row[3], row[4])
+
+
+async def signed_in_at(session: AsyncSession, token: str) -> datetime | None:
+    """When the login session behind ``token`` began; None for a token that is not one."""
+    created = await session.scalar(select(UserSession.created_at).where(UserSession.token_hash == token_hash(token)))
+    return aware(created)
 
 
 async def logout(session: AsyncSession, token: str) -> None:

@@ -2,7 +2,8 @@
 
 The request and answer shapes are msgspec Structs in Determined's wire format (camelCase). Who may
 do what: creating users and changing someone else's account need an admin; anyone signed in may
-change their own display name and password, and changing one's own password needs the old one.
+change their own display name and password, and changing one's own password needs the old one or
+a login of the last few minutes (Determined's client cannot send the old one).
 Ending a user's sessions (deactivation, a new password) removes them from the database and the
 token cache at once. The cluster always keeps one active admin.
 """
@@ -47,8 +48,8 @@ class PostUserRequest(msgspec.Struct, rename="camel", kw_only=True):
 
 
 class PatchUser(msgspec.Struct, rename="camel", kw_only=True):
-    """Determined's ``v1PatchUser`` plus ``role`` and ``oldPassword`` (needed for one's own password;
-    when left out it is taken as the empty password, so a fresh account can still set its first)."""
+    """Determined's ``v1PatchUser`` plus ``role`` and ``oldPassword`` (one's own password needs it, or
+    a recent login; a fresh account with the empty password can always set its first)."""
 
     username: Username | None = None
     display_name: DisplayName | None = None
@@ -209,6 +210,20 @@ async def patch_user(session: AsyncSession, tokens: TokenCaches, caller: AuthedU
     return user
 
 
+async def _proves_identity(session: AsyncSession, caller_token: str | None, user: User, old_password: str | None,
+                           is_hashed: bool) -> bool:
+    """The old password when sent; without it, a login session begun within ``RECENT_SIGN_IN`` (what
+    Determined's client can do: ``det user change-password`` and the SDK send no old password) or
+    an account that has the empty password still."""
+    old = auth.client_password_value(old_password or "", is_hashed)
+    if await asyncio.to_thread(auth.verify_password, old, user.password_hash):
+        return True
+    if old_password is not None or caller_token is None:
+        return False
+    since = await auth.signed_in_at(session, caller_token)
+    return since is not None and utcnow() - since <= auth.RECENT_SIGN_IN
+
+
 async def set_password(session: AsyncSession, tokens: TokenCaches, caller: AuthedUser, caller_token: str | None,
                        user: User, password: str, old_password: str | None, is_hashed: bool) -> None:
     """One's own password needs the old one and ends one's other sessions; an admin setting
@@ -216,11 +231,11 @@ async def set_password(session: AsyncSession, tokens: TokenCaches, caller: Authe
     own = caller.id == user.id
     if not own and not caller.admin:
         raise Forbidden("only an admin may change another user's password")
-    if own:
-        old = auth.client_password_value(old_password or "", is_hashed)
-        if not await asyncio.to_thread(auth.verify_password, old, user.password_hash):
-            raise Forbidden("oldPassword: does not match the current password"
-                            if old_password is not None else "oldPassword: required to change your own password")
+    if own and not await _proves_identity(session, caller_token, user, old_password, is_hashed):
+        minutes = int(auth.RECENT_SIGN_IN.total_seconds() // 60)
+        raise Forbidden("oldPassword: does not match the current password" if old_password is not None else
+                        f"oldPassword: required to change your own password unless you signed in within the "
+                        f"last {minutes} minutes (det user login, then try again)")
     user.password_hash = await asyncio.to_thread(auth.hash_password,
                                                  auth.client_password_value(password, is_hashed))
     await auth.end_sessions(session, tokens, user.id, keep_token=caller_token if own else None)

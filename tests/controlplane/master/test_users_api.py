@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from controlplane.master.services import auth
+from controlplane.master.services import users as users_service
 
 
 async def login(api, username: str, password: str = "") -> str:
@@ -99,18 +102,24 @@ async def test_a_new_role_counts_on_the_next_request(api, admin):
     assert (await api.post("/api/v1/models", json={"name": "m"}, headers=bearer(token))).status_code == 403
 
 
-async def test_changing_ones_own_password_needs_the_old_one_and_ends_the_other_sessions(api, admin):
+async def test_changing_ones_own_password_needs_the_old_one_and_ends_the_other_sessions(api, admin, monkeypatch):
     erin = await create_user(api, admin, "erin", password="old")
     here, elsewhere = await login(api, "erin", "old"), await login(api, "erin", "old")
     assert (await api.get("/api/v1/me", headers=bearer(elsewhere))).status_code == 200  # now cached
-    r = await api.patch(f"/api/v1/users/{erin}", json={"password": "new"}, headers=bearer(here))
-    assert r.status_code == 403 and "oldPassword" in r.json()["message"]
     r = await api.patch(f"/api/v1/users/{erin}", json={"password": "new", "oldPassword": "wrong"}, headers=bearer(here))
     assert r.status_code == 403 and "oldPassword" in r.json()["message"]
-    r = await api.post(f"/api/v1/users/{erin}/password", json="new", headers=bearer(here))  # bare string: no old one
-    assert r.status_code == 403
-    r = await api.patch(f"/api/v1/users/{erin}", json={"password": "new", "oldPassword": "old"}, headers=bearer(here))
-    assert r.status_code == 200, r.text
+    # Eleven minutes on, the sign-in no longer stands in for the old password: a leaked token cannot.
+    later = users_service.utcnow() + timedelta(minutes=11)
+    with monkeypatch.context() as m:
+        m.setattr(users_service, "utcnow", lambda: later)
+        r = await api.patch(f"/api/v1/users/{erin}", json={"password": "new"}, headers=bearer(here))
+        assert r.status_code == 403 and "oldPassword" in r.json()["message"], r.text
+        assert "det user login" in r.json()["message"]
+        r = await api.post(f"/api/v1/users/{erin}/password", json="new", headers=bearer(here))  # bare string
+        assert r.status_code == 403
+        r = await api.patch(f"/api/v1/users/{erin}", json={"password": "new", "oldPassword": "old"},
+                            headers=bearer(here))
+        assert r.status_code == 200, r.text
     assert (await api.get("/api/v1/me", headers=bearer(here))).status_code == 200
     assert (await api.get("/api/v1/me", headers=bearer(elsewhere))).status_code == 401
     r = await api.post("/api/v1/auth/login", json={"username": "erin", "password": "old", "isHashed": False})
@@ -122,6 +131,16 @@ async def test_changing_ones_own_password_needs_the_old_one_and_ends_the_other_s
         "isHashed": True})
     assert r.status_code == 200, r.text
     await login(api, "erin", "newer")
+
+
+async def test_a_fresh_login_changes_ones_password_as_determineds_client_sends_it(api, admin):
+    """``det user change-password`` and the SDK's ``change_password`` PATCH only the new salted hash."""
+    gail = await create_user(api, admin, "gail", password="Old-pass1")
+    fresh = await login(api, "gail", "Old-pass1")
+    r = await api.patch(f"/api/v1/users/{gail}", headers=bearer(fresh),
+                        json={"password": auth.client_password_value("New-pass2", False), "isHashed": True})
+    assert r.status_code == 200, r.text
+    await login(api, "gail", "New-pass2")
 
 
 async def test_a_fresh_account_sets_its_first_password_as_the_determined_client_does(api, admin):
