@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.bounded_cache import BoundedCache
 from controlplane.common.log_lines import bounded
+from controlplane.common.log_prefixes import default_level, split_prefixes
 from controlplane.common.timeutil import utcnow
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Allocation, Experiment, TaskLog, Trial
@@ -86,7 +87,7 @@ async def ingest_agent_logs(rt: MasterRuntime, agent_id: str, msg: wire.TaskLogs
     rows = [
         {
             "task_id": task_id, "trial_id": trial_id, "allocation_id": msg.allocation_id, "agent_id": agent_id,
-            "rank_id": line.rank, "stdtype": line.stdtype, "level": line.level or "LOG_LEVEL_INFO",
+            "rank_id": line.rank, "stdtype": line.stdtype, "level": line.level or default_level(line.stdtype),
             "source": "task", "timestamp": datetime.fromtimestamp(line.timestamp, UTC),
             "log": line.message + "\n",
         }
@@ -155,7 +156,8 @@ async def post_task_logs(rt: MasterRuntime, principal: Principal, body: PostTask
             rows.append({
                 "task_id": task_id, "trial_id": trial_id, "allocation_id": alloc_id,
                 "agent_id": e.agent_id or "", "rank_id": e.rank_id, "stdtype": e.stdtype or "stdout",
-                "level": e.level or "LOG_LEVEL_INFO", "source": e.source or "task",
+                "level": e.level or split_prefixes(e.log).level or default_level(e.stdtype),
+                "source": e.source or "task",
                 "timestamp": when if when.tzinfo else when.replace(tzinfo=UTC),
                 "log": e.log if e.log.endswith("\n") else e.log + "\n",
             })
@@ -201,15 +203,17 @@ async def trial_lines_after(session: AsyncSession, trial_id: int, after: int, *,
 
 
 def format_message(row: TaskLog) -> str:
-    """'[ts] <container> [rank=N] || LEVEL: log' as the real master does (reference §2.4)."""
+    """'[ts] <container> [rank=N] || LEVEL: log' as the real master does (reference §2.4), each prefix
+    once: a line printed as ``[rank=0] INFO: msg`` (stored as printed) shows ``[rank=0] || INFO: msg``."""
     ts = row.timestamp if row.timestamp.tzinfo else row.timestamp.replace(tzinfo=UTC)
     stamp = ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     container = (row.allocation_id or "")[-8:].rjust(8)
-    text = row.log
-    rank = ""
-    if row.rank_id is not None and not text.startswith("[rank="):
-        rank = f"[rank={row.rank_id}] "
-    level = (row.level or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_")
+    rank_id, level_name, text = split_prefixes(row.log)
+    if row.level and level_name and level_name != row.level:
+        text = row.log  # the text names another level than the line's: show it as printed
+    rank_id = row.rank_id if row.rank_id is not None else rank_id
+    rank = f"[rank={rank_id}] " if rank_id is not None and not text.startswith("[rank=") else ""
+    level = (row.level or level_name or default_level(row.stdtype)).removeprefix("LOG_LEVEL_")
     return f"[{stamp}] {container} {rank}|| {level}: {text}"
 
 
