@@ -82,6 +82,14 @@ def short_ids(ids: list[str]) -> dict[str, str]:
     return {i: i[:length] for i in distinct}
 
 
+def job_name(job: dict[str, Any]) -> str:
+    """An experiment's name with its id, as Determined's ``det job list`` shows it: ``mnist (3)``."""
+    name = str(job.get("name") or "")
+    if job.get("type") == "TYPE_EXPERIMENT" and job.get("entityId"):
+        return f"{name} ({job['entityId']})"
+    return name
+
+
 def job_rows(jobs: list[dict[str, Any]], fair_share: bool) -> list[list[Any]]:
     rows = []
     short = short_ids([str(j.get("jobId") or "") for j in jobs])
@@ -89,7 +97,7 @@ def job_rows(jobs: list[dict[str, Any]], fair_share: bool) -> list[list[Any]]:
         kind = str(j.get("type") or "")
         rows.append([_position(j, i), short[str(j.get("jobId") or "")],
                      kind[len("TYPE_"):] if kind.startswith("TYPE_") else kind,
-                     j.get("name", ""), format_number(j.get("weight") if fair_share else j.get("priority")),
+                     job_name(j), format_number(j.get("weight") if fair_share else j.get("priority")),
                      render.format_time(j.get("submissionTime")), _slots(j), _status(j), j.get("username", "")])
     return rows
 

@@ -29,9 +29,9 @@ def test_job_list_table_for_the_default_pool(fake_master, det):
     assert header(r.out) == ["#", "ID", "Type", "Job Name", "Priority", "Submitted", "Slots (acquired/needed)",
                              "Status", "User"]
     assert table_rows(r.out) == [
-        ["0", "job-1", "EXPERIMENT", "exp-1", "10", "2025-03-20 12:00:01+0000", "2/2", "Scheduled", "determined"],
-        ["1", "job-2", "EXPERIMENT", "exp-2", "42", "2025-03-20 12:00:02+0000", "0/4", "Queued", "determined"],
-        ["2", "job-3", "EXPERIMENT", "exp-3", "50", "2025-03-20 12:00:03+0000", "0/1", "Queued", "alice"],
+        ["0", "job-1", "EXPERIMENT", "exp-1 (1)", "10", "2025-03-20 12:00:01+0000", "2/2", "Scheduled", "determined"],
+        ["1", "job-2", "EXPERIMENT", "exp-2 (2)", "42", "2025-03-20 12:00:02+0000", "0/4", "Queued", "determined"],
+        ["2", "job-3", "EXPERIMENT", "exp-3 (3)", "50", "2025-03-20 12:00:03+0000", "0/1", "Queued", "alice"],
     ]
     pools_call = fake_master.calls("GET", "/api/v1/resource-pools")
     jobs_call = fake_master.calls("GET", "/api/v1/job-queues-v2")
@@ -45,7 +45,7 @@ def test_job_list_alias_and_fair_share_pool_shows_weight(fake_master, det):
     r = det("job", "ls", "--resource-pool", "fair")
     assert r.rc == 0, r.err
     assert header(r.out)[4] == "Weight"
-    assert table_rows(r.out) == [["0", "job-4", "EXPERIMENT", "exp-4", "2.5", "2025-03-20 12:00:04+0000", "0/2",
+    assert table_rows(r.out) == [["0", "job-4", "EXPERIMENT", "exp-4 (4)", "2.5", "2025-03-20 12:00:04+0000", "0/2",
                                   "Queued", "determined"]]
     assert fake_master.calls("GET", "/api/v1/job-queues-v2")[0].query["resourcePool"] == ["fair"]
     assert det("j", "ls", "-p", "fair").out == r.out
