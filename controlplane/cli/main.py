@@ -17,7 +17,7 @@ from controlplane.cli import (
     agent_image,
     checkpoint,
     command,
-    deploy,
+    deploy_parser,
     experiment,
     job,
     model,
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-u", "--user", metavar="NAME", help="act as this user (prompts for a password if needed)")
     parser.add_argument("--version", action="store_true", help="print the client version and exit")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
-    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy, pai,
+    for module in (user, experiment, trial, checkpoint, job, model, template, resource_pool, agent, deploy_parser, pai,
                    command, shell, notebook, tensorboard, agent_image):
         module.register(groups)
     return parser

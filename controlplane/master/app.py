@@ -139,7 +139,7 @@ async def _bootstrap(rt: MasterRuntime) -> None:
             info = ClusterInfo(id=1, cluster_id=str(uuid.uuid4()), created_at=utcnow())
             session.add(info)
         rt.cluster_id = info.cluster_id
-        await ensure_default_users(session)
+        await ensure_default_users(session, rt.settings.initial_user_password)
         await own_defaults(session)
 
 

@@ -24,6 +24,8 @@ class MasterSettings:
     port: int = 8080
     join_token: str = ""  # agents must present it; empty only in tests that say so
     cluster_name: str = "controlplane"
+    # Determined's security.initial_user_password: admin's and determined's password when first created.
+    initial_user_password: str = ""
     checkpoint_storage: dict[str, Any] = field(default_factory=dict)
     # Determined's task_container_defaults.image: the environment of an experiment that names none
     # (a name, or {cpu:, cuda:, rocm:}); None: the agents' own interpreter, ``default``.
@@ -145,6 +147,7 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         host=str(raw.get("host", "127.0.0.1")),
         port=port,
         join_token=join_token,
+        initial_user_password=str(security.get("initial_user_password") or ""),
         cluster_name=str(raw.get("cluster_name", "controlplane")),
         checkpoint_storage=dict(raw.get("checkpoint_storage") or {}),
         pools=pools,

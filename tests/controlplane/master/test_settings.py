@@ -58,3 +58,28 @@ def test_a_bad_timeout_names_its_field(tmp_path, config, path):
     with pytest.raises(ConfigError) as e:
         settings_from(tmp_path, config)
     assert e.value.path == path
+
+
+async def test_the_initial_user_password_is_the_default_users_first_one(tmp_path):
+    """Determined's ``security.initial_user_password`` (``det deploy local cluster-up
+    --initial-user-password``): admin and determined are created with it, once."""
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    from controlplane.master.db.models import Base
+    from controlplane.master.services import auth
+
+    settings = settings_from(tmp_path, {"security": {"initial_user_password": "Secr3tPw"}})
+    assert settings.initial_user_password == "Secr3tPw"
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'users.db'}")
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(Base.metadata.create_all)
+        sessions = async_sessionmaker(engine)
+        async with sessions.begin() as session:
+            await auth.ensure_default_users(session, settings.initial_user_password)
+        async with sessions.begin() as session:
+            await auth.login(session, "admin", "Secr3tPw", False)
+            with pytest.raises(auth.Unauthenticated):
+                await auth.login(session, "determined", "", False)
+    finally:
+        await engine.dispose()
