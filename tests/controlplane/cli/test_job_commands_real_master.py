@@ -96,6 +96,6 @@ def test_the_list_shows_each_jobs_type(three_jobs, real_master, det):
     r = det("job", "list")
     assert r.rc == 0, r.err
     assert [(row[1], row[2], row[3]) for row in table_rows(r.out)] == [
-        (command[:8], "COMMAND", "say true"), (three_jobs[0][:8], "EXPERIMENT", "queued"),
-        (three_jobs[1][:8], "EXPERIMENT", "queued"), (three_jobs[2][:8], "EXPERIMENT", "queued"),
+        (command[:8], "COMMAND", "say true"), (three_jobs[0][:8], "EXPERIMENT", "queued (1)"),
+        (three_jobs[1][:8], "EXPERIMENT", "queued (2)"), (three_jobs[2][:8], "EXPERIMENT", "queued (3)"),
         (table_rows(r.out)[4][1], "GENERIC", "pj")]
