@@ -1,4 +1,8 @@
-"""The token store: ~/.config/controlplane/auth.json, master URL -> {username, token}.
+"""The token store: ~/.config/controlplane/auth.json, master URL -> {active, tokens: {username: token}}.
+
+Each user's login is kept; the active one is what plain commands use. `det user login` makes a
+login active; `det -u NAME ...` uses (or makes) NAME's login for that command only, as Determined's
+own store does, so a one-off `-u admin` never turns the next plain command into admin's.
 
 Tokens are credentials, so the directory is 0700 and the file 0600, and the file is replaced
 atomically (write a sibling, chmod, rename) so a crash never leaves a half-written or
@@ -11,6 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,14 +35,14 @@ class TokenStore:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or store_path()
 
-    def _read(self) -> dict[str, dict[str, str]]:
+    def _read(self) -> dict[str, Any]:
         try:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _write(self, data: dict[str, dict[str, str]]) -> None:
+    def _write(self, data: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(self.path.parent, 0o700)
         tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
@@ -51,22 +56,44 @@ class TokenStore:
             tmp.unlink(missing_ok=True)
             raise
 
-    def get(self, master: str) -> StoredToken | None:
-        entry = self._read().get(master)
-        if not isinstance(entry, dict) or not entry.get("token"):
-            return None
-        return StoredToken(str(entry.get("username", "")), str(entry["token"]))
+    def _entry(self, data: dict[str, Any], master: str) -> tuple[str | None, dict[str, str]]:
+        """(active user, {user: token}) of a master; the old one-login shape reads as its active user."""
+        entry = data.get(master)
+        if not isinstance(entry, dict):
+            return None, {}
+        if "tokens" not in entry:  # {username, token}: written before logins were kept per user
+            user, token = entry.get("username"), entry.get("token")
+            return (str(user), {str(user): str(token)}) if user and token else (None, {})
+        tokens = entry.get("tokens")
+        tokens = {str(u): str(t) for u, t in tokens.items() if t} if isinstance(tokens, dict) else {}
+        active = entry.get("active")
+        return (str(active) if active in tokens else None), tokens
 
-    def put(self, master: str, username: str, token: str) -> None:
+    def get(self, master: str, username: str | None = None) -> StoredToken | None:
+        """``username``'s token at ``master``; without a name, the active login's."""
+        active, tokens = self._entry(self._read(), master)
+        user = username if username is not None else active
+        if user is None or user not in tokens:
+            return None
+        return StoredToken(user, tokens[user])
+
+    def put(self, master: str, username: str, token: str, *, activate: bool = True) -> None:
+        """Keep ``username``'s token; ``activate`` makes it the login plain commands use (``det user
+        login`` does; a one-off ``det -u NAME`` does not)."""
         data = self._read()
-        data[master] = {"username": username, "token": token}
+        active, tokens = self._entry(data, master)
+        tokens[username] = token
+        data[master] = {"active": username if activate else active, "tokens": tokens}
         self._write(data)
 
-    def drop(self, master: str) -> StoredToken | None:
+    def drop(self, master: str, username: str | None = None) -> StoredToken | None:
+        """Forget ``username``'s token (the active login's without a name) and return it."""
         data = self._read()
-        entry = data.pop(master, None)
-        if entry is not None:
-            self._write(data)
-        if isinstance(entry, dict) and entry.get("token"):
-            return StoredToken(str(entry.get("username", "")), str(entry["token"]))
-        return None
+        active, tokens = self._entry(data, master)
+        user = username if username is not None else active
+        if user is None or user not in tokens:
+            return None
+        token = tokens.pop(user)
+        data[master] = {"active": None if active == user else active, "tokens": tokens}
+        self._write(data)
+        return StoredToken(user, token)

@@ -90,7 +90,7 @@ class Session:
                               stream=stream)
             if resp.status_code == 401 and auth and attempt == 0 and not self._fresh:
                 resp.close()
-                self.store.drop(self.master)
+                self.store.drop(self.master, self.username)
                 self.token = None
                 continue
             if resp.status_code == 401 and auth:
@@ -150,8 +150,8 @@ class Session:
     def ensure_token(self) -> str:
         if self.token:
             return self.token
-        stored = self.store.get(self.master)
-        if stored and (self.requested_user is None or stored.username == self.requested_user):
+        stored = self.store.get(self.master, self.requested_user)
+        if stored:
             self.token, self.username, self._fresh = stored.token, stored.username, False
             return self.token
         env_user, env_token = self.env.get("DET_USER"), self.env.get("DET_USER_TOKEN")
@@ -186,7 +186,8 @@ class Session:
         token = body.get("token") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token:
             raise CliError(f"the master at {self.master} answered the login without a token")
-        self.store.put(self.master, username, token)
+        # `det -u NAME` keeps NAME's login for later `-u NAME` commands but leaves the active one.
+        self.store.put(self.master, username, token, activate=explicit or self.requested_user is None)
         self.token, self.username, self._fresh = token, username, True
         return body
 

@@ -40,7 +40,7 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 def cmd_logout(args: argparse.Namespace) -> int:
     session = session_for(args)
-    stored = session.store.drop(session.master)
+    stored = session.store.drop(session.master, args.user)  # `det -u NAME user logout`: NAME's login
     if stored is None:
         print(f"Not logged in at {session.master}")
         return 0

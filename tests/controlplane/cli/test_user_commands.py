@@ -101,3 +101,17 @@ def test_changing_ones_own_password_needs_the_current_one(det, as_user, monkeypa
     r = det(*as_user("admin"), "user", "change-password", "carol")
     assert r.rc == 0, r.err
     assert det(*as_user("carol", "c-reset"), "user", "whoami").rc == 0
+
+
+def test_det_u_acts_as_that_user_for_one_command_and_keeps_the_stored_login(det, as_user, monkeypatch):
+    answers(monkeypatch, "")  # determined's empty password, once: later prompts would fail the test
+    assert det("user", "login", "determined").rc == 0
+    r = det(*as_user("admin"), "user", "whoami")
+    assert r.rc == 0 and "'admin'" in r.out, r.err
+    monkeypatch.delenv("DET_USER")
+    monkeypatch.delenv("DET_PASS")
+    r = det("user", "whoami")  # the stored login is still determined's
+    assert r.rc == 0 and "'determined'" in r.out, r.out
+    r = det("-u", "admin", "user", "whoami")  # admin's login was kept: no prompt
+    assert r.rc == 0 and "'admin'" in r.out, r.err
+    assert "'determined'" in det("user", "whoami").out
