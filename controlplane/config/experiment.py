@@ -9,11 +9,12 @@ existing Determined config still loads.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.config import fields as f
-from controlplane.config.errors import ConfigError
+from controlplane.config.errors import ConfigError, ConfigErrors, raise_all
 from controlplane.config.hyperparameters import Hparam, parse_hyperparameters
 from controlplane.config.hyperparameters import to_dict as hparams_to_dict
 from controlplane.config.limits import INT32_MAX, check_plain
@@ -308,45 +309,76 @@ def _period(raw: dict[str, Any], key: str) -> dict[str, Any] | None:
     return f.length(raw[key], key) if raw.get(key) is not None else None
 
 
-def parse_experiment_config(raw: Any) -> ExperimentConfig:
-    """Size and depth are the caller's to bound (``limits.check_plain`` with the master's limits);
-    here every value must be plain JSON data: 64-bit integers, finite floats, string keys."""
-    raw = f.mapping(raw, "")
-    check_plain(raw)
-    known = {"name", "description", "labels", "entrypoint", "hyperparameters", "searcher", "resources",
-             "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
-             "min_checkpoint_period"}
-    f.no_unknown(raw, known | PASSTHROUGH, "")
+def _top_level_checks(raw: dict[str, Any]) -> None:
+    errors: list[ConfigError] = []
     if raw.get("preemption_timeout") is not None:
-        f.integer(raw["preemption_timeout"], "preemption_timeout", minimum=0, maximum=INT32_MAX)
+        try:
+            f.integer(raw["preemption_timeout"], "preemption_timeout", minimum=0, maximum=INT32_MAX)
+        except ConfigError as e:
+            errors.append(e)
     policy = raw.get("checkpoint_policy")
     if policy is not None and policy not in CHECKPOINT_POLICIES:
-        raise ConfigError("checkpoint_policy", f"must be one of {', '.join(CHECKPOINT_POLICIES)}, got {policy!r}")
-    labels = raw.get("labels") or []
+        errors.append(ConfigError("checkpoint_policy",
+                                  f"must be one of {', '.join(CHECKPOINT_POLICIES)}, got {policy!r}"))
+    raise_all(errors)
+
+
+def _labels(labels: Any) -> list[str]:
+    labels = labels or []
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise ConfigError("labels", f"must be a list of strings, got {labels!r}")
-    repro = f.mapping(raw.get("reproducibility"), "reproducibility")
+    return list(labels)
+
+
+def _reproducibility(value: Any) -> ReproducibilityConfig:
+    repro = f.mapping(value, "reproducibility")
     f.no_unknown(repro, {"experiment_seed"}, "reproducibility")
     seed = repro.get("experiment_seed")
     # An unseeded experiment gets a seed now, so the stored config replays it exactly.
     seed = random.SystemRandom().randrange(2**31) if seed is None else \
         f.integer(seed, "reproducibility.experiment_seed", minimum=0)
-    cfg = ExperimentConfig(
-        name=f.string(raw["name"], "name") if raw.get("name") is not None else None,
-        description=f.string(raw.get("description") or "", "description"),
-        labels=list(labels),
-        entrypoint=_entrypoint(raw.get("entrypoint")),
-        hyperparameters=parse_hyperparameters(raw.get("hyperparameters")),
-        searcher=_searcher(raw.get("searcher")),
-        resources=_resources(raw.get("resources")),
-        checkpoint_storage=_checkpoint_storage(raw.get("checkpoint_storage")),
-        max_restarts=f.integer(f.get(raw, "max_restarts", "", 5), "max_restarts", minimum=0),
-        reproducibility=ReproducibilityConfig(seed),
-        environment=_environment(raw.get("environment")),
-        min_validation_period=_period(raw, "min_validation_period"),
-        min_checkpoint_period=_period(raw, "min_checkpoint_period"),
-        passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH},
-    )
+    return ReproducibilityConfig(seed)
+
+
+def parse_experiment_config(raw: Any) -> ExperimentConfig:
+    """Size and depth are the caller's to bound (``limits.check_plain`` with the master's limits);
+    here every value must be plain JSON data: 64-bit integers, finite floats, string keys. Each part
+    is read even when another is wrong, so every mistake is reported at once (``ConfigErrors``)."""
+    raw = f.mapping(raw, "")
+    check_plain(raw)
+    errors: list[ConfigError] = []
+
+    def read(parse: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return parse(*args)
+        except ConfigErrors as e:
+            errors.extend(e.errors)
+        except ConfigError as e:
+            errors.append(e)
+        return None
+
+    known = {"name", "description", "labels", "entrypoint", "hyperparameters", "searcher", "resources",
+             "checkpoint_storage", "max_restarts", "reproducibility", "environment", "min_validation_period",
+             "min_checkpoint_period"}
+    read(f.no_unknown, raw, known | PASSTHROUGH, "")
+    read(_top_level_checks, raw)
+    fields = {
+        "name": read(lambda: f.string(raw["name"], "name") if raw.get("name") is not None else None),
+        "description": read(lambda: f.string(raw.get("description") or "", "description")),
+        "labels": read(_labels, raw.get("labels")),
+        "entrypoint": read(_entrypoint, raw.get("entrypoint")),
+        "hyperparameters": read(parse_hyperparameters, raw.get("hyperparameters")),
+        "searcher": read(_searcher, raw.get("searcher")),
+        "resources": read(_resources, raw.get("resources")),
+        "checkpoint_storage": read(_checkpoint_storage, raw.get("checkpoint_storage")),
+        "max_restarts": read(lambda: f.integer(f.get(raw, "max_restarts", "", 5), "max_restarts", minimum=0)),
+        "reproducibility": read(_reproducibility, raw.get("reproducibility")),
+        "environment": read(_environment, raw.get("environment")),
+        "min_validation_period": read(_period, raw, "min_validation_period"),
+        "min_checkpoint_period": read(_period, raw, "min_checkpoint_period"),
+    }
+    raise_all(errors)
+    cfg = ExperimentConfig(**fields, passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH})
     if cfg.searcher.name == "grid":
         from controlplane.searchers.sampling import grid_size
 

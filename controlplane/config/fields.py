@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from controlplane.config.errors import ConfigError
+from controlplane.config.errors import ConfigError, raise_all
 from controlplane.config.limits import INT64_MAX, INT64_MIN
 
 MISSING: Any = object()
@@ -24,9 +24,8 @@ def mapping(value: Any, path: str) -> dict[str, Any]:
 
 
 def no_unknown(raw: dict[str, Any], allowed: set[str], path: str) -> None:
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(join(path, str(key)), "unknown field")
+    """Every unknown key at once (``searcher.max_lenght`` and ``searcher.metrc`` in one answer)."""
+    raise_all([ConfigError(join(path, str(key)), "unknown field") for key in raw if key not in allowed])
 
 
 def get(raw: dict[str, Any], key: str, path: str, default: Any = MISSING) -> Any:

@@ -203,3 +203,15 @@ def test_determined_keys_are_kept():
     for key, value in keep.items():
         assert cfg[key] == value
     assert cfg["environment"] == {"environment_variables": ["A=1"], "image": "x", "pod_spec": {"a": 1}}
+
+
+def test_every_mistake_of_a_config_is_reported_at_once():
+    """Two typos in two parts and a bad value in a third: one answer names all three."""
+    raw = {**BASE, "searcher": {**BASE["searcher"], "max_lenght": {"batches": 10}},
+           "resources": {"slots_per_trail": 2}, "max_restarts": -1, "bogus": 1}
+    with pytest.raises(ConfigError) as e:
+        parse_experiment_config(raw)
+    assert {(x.path, x.rule) for x in e.value.errors} == {
+        ("searcher.max_lenght", "unknown field"), ("resources.slots_per_trail", "unknown field"),
+        ("max_restarts", "must be >= 0, got -1"), ("bogus", "unknown field")}
+    assert str(e.value).count("\n") == 3  # one line each
