@@ -1,4 +1,5 @@
-"""`det experiment` (alias `det e`): create, list, describe, pause/activate/kill, wait, logs, config.
+"""`det experiment` (alias `det e`): create, list, describe, pause/activate/kill, wait, logs, config
+(continue, delete, archive, unarchive and list-trials: `experiment_lifecycle.py`).
 
 Paths and shapes are Determined 0.38.1's (reference §2-3) plus two read endpoints the master
 offers for describe: `GET /api/v1/trials/{id}/metrics?group=` and `/checkpoints`.
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 
 from controlplane.cli import context as ctx
-from controlplane.cli import render
+from controlplane.cli import experiment_lifecycle, render
 from controlplane.cli.checkpoint import add_list_checkpoints
 from controlplane.cli.common import (
     TERMINAL_EXPERIMENT_STATES,
@@ -427,6 +428,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         sp.set_defaults(func=cmd_set)
 
     add_list_checkpoints(sub, positive_id)
+    experiment_lifecycle.add_commands(sub)  # continue, delete, archive, unarchive, list-trials
 
     p = sub.add_parser("config", help="print the experiment's config as YAML")
     p.add_argument("experiment_id", metavar="ID", type=positive_id)
