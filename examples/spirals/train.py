@@ -79,7 +79,9 @@ def main() -> None:
                                    pathlib.Path(path) / "state.pt")
                     if op:
                         op.report_progress(steps)
-                    if ctx.preempt.should_preempt():
+                    # A stop that comes with the last batch (ASHA's, after a full-length trial's last
+                    # validation) ends a finished trial: it reports completed below, not preempted.
+                    if steps < length and ctx.preempt.should_preempt():
                         print(f"preempted at batch {steps}; the next run resumes from here")
                         return
             if op:

@@ -52,3 +52,14 @@ def test_on_cluster_then_resume(tmp_path, fake_master):
     assert f"resumed from checkpoint {report['uuid']} at batch 100" in proc.stdout and "done:" in proc.stdout
     steps = sorted(json.dumps(r.body["metadata"]) for r in fake_master.checkpoint_reports())
     assert steps == ['{"steps_completed": 100}', '{"steps_completed": 200}']
+
+
+def test_a_stop_at_the_last_batch_ends_the_trial_as_completed_not_preempted(tmp_path, fake_master):
+    """ASHA stops a full-length trial right after its last validation: the trial says done and
+    reports the operation completed; it does not claim a next run will resume it."""
+    work = tmp_path / "spirals"
+    shutil.copytree(EXAMPLE, work)
+    write_info(tmp_path / "info", fake_master.url, experiment_config(tmp_path / "shared", {"batches": 100}))
+    fake_master.preempt.set()
+    proc = _run(work, {"DET_INFO_DIR": str(tmp_path / "info")})
+    assert "preempted" not in proc.stdout and "done:" in proc.stdout, proc.stdout
