@@ -79,7 +79,7 @@ async def jobs_v2(request: AnyRequest, limit: ListLimit = 100, offset: ListOffse
     if pool is not None and rt.settings.pool(pool) is None:
         raise NotFound(f"resourcePool: pool {pool!r} not found")
     async with rt.sessions() as session:
-        rows = await svc.job_rows(session, rt, pool)
+        rows = [row for row in await svc.job_rows(session, rt, pool) if svc.in_queue(row)]
         exps = [row.experiment for row in rows if row.experiment is not None]
         done = await progress.of_experiments(session, exps)
         names = await workspaces.project_names(session, {exp.project_id for exp in exps})

@@ -175,6 +175,13 @@ async def job_rows(session: AsyncSession, rt: MasterRuntime, pool: str | None = 
     return sorted(rows, key=lambda r: sort_key(r, rt))
 
 
+def in_queue(row: JobRow) -> bool:
+    """What the queue shows (as Determined's, which lists jobs that ask for resources): a paused
+    experiment holding nothing waits for nothing, so it is left out rather than shown 0/0 Queued."""
+    exp = row.experiment
+    return not (exp is not None and exp.state == E.PAUSED and row.requested == 0)
+
+
 def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float = 0.0,
              workspace_id: int = 1) -> dict[str, Any]:
     """Determined's ``v1Job``. Only experiments are preempted by the scheduler (``snapshot.py``)."""

@@ -67,7 +67,8 @@ async def jobs_page(request: AnyRequest, pool: PoolName = None, limit: PageLimit
         response.status_code = 404
         return response
     async with rt.sessions() as session:
-        rows = await svc.job_rows(session, rt, chosen)  # every open job of the pool: the order needs them all
+        # every queued job of the pool: the order needs them all
+        rows = [row for row in await svc.job_rows(session, rt, chosen) if svc.in_queue(row)]
     window = rows[offset:offset + limit]
     short = short_ids([r.job_id for r in rows])
     jobs = [JobEntry(position=offset + i, job_id=r.job_id, short_id=short[r.job_id], kind=r.type.removeprefix("TYPE_"),
