@@ -26,16 +26,12 @@ import pathspec
 from controlplane.cli.errors import CliError
 from controlplane.cli.render import format_size
 from controlplane.common import context_names as names
+from controlplane.common.detignore import DETIGNORE, ignore_spec
 
 MAX_CONTEXT_SIZE = names.MAX_CONTEXT_BYTES  # Determined's MAX_CONTEXT_SIZE: 96 MiB - 1 MiB
 TYPE_FILE = 48  # ord(tarfile.REGTYPE)
 TYPE_SYMLINK = 50  # ord(tarfile.SYMTYPE)
 TYPE_DIR = 53  # ord(tarfile.DIRTYPE)
-DEFAULT_IGNORES = [
-    "__pycache__/", "*.py[co]", "*$py.class", "terraform", "terraform_data", "terraform.tfstate*",
-    "terraform.tfvars*", ".terraform*", ".git/", ".vscode/", ".idea/", ".mypy_cache/", "/shared_fs",
-]
-DETIGNORE = ".detignore"
 
 
 @dataclass(frozen=True)
@@ -54,16 +50,10 @@ class Entry:
 
 
 def _spec(root: Path) -> pathspec.PathSpec[Any]:
-    lines = list(DEFAULT_IGNORES)
-    ignore_file = root / DETIGNORE
-    if ignore_file.is_file():
-        try:
-            lines += ignore_file.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise CliError(f"cannot read {ignore_file}: {e}") from None
-    # GitIgnoreSpec is gitwildmatch with git's own precedence rules (pathspec >= 0.10; the bare
-    # GitWildMatchPattern factory is deprecated in pathspec 1.x).
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        return ignore_spec(root)
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"cannot read {root / DETIGNORE}: {e}") from None
 
 
 def scan(root: Path) -> list[Entry]:

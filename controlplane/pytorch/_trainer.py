@@ -26,6 +26,7 @@ import torch
 from controlplane import core
 from controlplane.config.stored import searcher_of
 from controlplane.core._searcher import max_length as searcher_max_length
+from controlplane.pytorch import _user_code
 from controlplane.pytorch._context import PyTorchTrialContext
 from controlplane.pytorch._trial import PyTorchTrial, _Controller
 from controlplane.pytorch._units import Batch, Epoch, TrainUnit
@@ -63,6 +64,7 @@ def init(*, hparams: dict[str, Any] | None = None, exp_conf: dict[str, Any] | No
     On the cluster hparams and the config come from the trial; off it from the arguments."""
     info = core.get_cluster_info()
     on_cluster = info is not None and info.trial is not None
+    _user_code.remember(on_cluster)  # the context's files, before training writes into the working directory
     created_group = False
     if distributed is None:
         import torch.distributed as dist

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from controlplane import core
+from controlplane.pytorch import _user_code
 from controlplane.pytorch._callback import PyTorchCallback
 from controlplane.pytorch._data import DataLoader, data_length
 from controlplane.pytorch._lr_scheduler import LRScheduler
@@ -413,6 +414,7 @@ class _Controller:
             "trial_type": "PyTorchTrial", "experiment_config": self.context._exp_conf,
             "hparams": self.context._hparams, "trial_cls_spec": f"{trial_cls.__module__}:{trial_cls.__qualname__}",
             "is_trainer": True}, default=str))
+        _user_code.write_user_code(path)
         for cb in self.callbacks.values():
             cb.on_checkpoint_write_end(str(path))
 

@@ -63,7 +63,14 @@ def test_on_the_cluster_periods_come_from_the_config(fake_master, tmp_path, monk
     reports = fake_master.metric_reports()
     assert [r["stepsCompleted"] for r in reports if r["group"] == "training"] == [5, 10, 15, 20, 25, 30]
     assert [r["stepsCompleted"] for r in reports if r["group"] == "validation"] == [10, 20, 30]
-    assert [c.body["metadata"]["steps_completed"] for c in fake_master.checkpoint_reports()] == [25, 30]
+    checkpoints = fake_master.checkpoint_reports()
+    assert [c.body["metadata"]["steps_completed"] for c in checkpoints] == [25, 30]
+    # Each checkpoint holds the model's code (code/), as Determined's harness writes it: the context's
+    # files when the trial started, not what training wrote into the working directory since.
+    code = tmp_path / "shared" / checkpoints[-1].body["uuid"] / "code"
+    assert sorted(p.name for p in code.iterdir()) == sorted(p.name for p in EXAMPLE.iterdir()
+                                                            if p.name != "__pycache__")
+    assert (code / "model_def.py").read_text() == (EXAMPLE / "model_def.py").read_text()
 
 
 @pytest.mark.parametrize(("source", "spec", "message"), [
