@@ -19,7 +19,7 @@ from litestar import get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import Parameter, QueryParameter
 
-from controlplane.common.timeutil import iso
+from controlplane.common.timeutil import iso, utcnow
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.agent_inbox import AgentInbox, RecordDisconnect, RecordRegistration
 from controlplane.master.api.auth_guard import bearer_token, runtime_of, user_of
@@ -235,7 +235,9 @@ def agent_json(agent: Agent, slot_use: dict[int, str], connected: bool,
         if alloc:
             stats.states["STATE_RUNNING"] = stats.states.get("STATE_RUNNING", 0) + 1
     return V1Agent(
-        id=agent.id, registered_time=iso(agent.registered_at), last_seen=iso(agent.last_seen), connected=connected,
+        # A connected agent is seen now (it heartbeats); the stored time is when it was last connected.
+        id=agent.id, registered_time=iso(agent.registered_at),
+        last_seen=iso(utcnow() if connected else agent.last_seen), connected=connected,
         slots=slots, resource_pools=[agent.resource_pool], enabled=agent.enabled, draining=agent.draining,
         addresses=list(agent.addresses or []), version=agent.version or "",
         slot_stats=V1SlotStats(type_stats=type_stats, brand_stats={}), environments=list(environments),

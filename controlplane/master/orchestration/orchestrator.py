@@ -225,6 +225,7 @@ class Orchestrator:
             if agent is None:
                 agent = Agent(id=reg.agent_id, registered_at=now)
                 session.add(agent)
+            agent.registered_at = now  # Determined's registeredTime: this connection's, not the first
             agent.resource_pool = reg.pool
             agent.slots = [{"id": s.id, "type": s.type, "brand": s.brand, "uuid": s.uuid} for s in reg.slots]
             agent.addresses = list(reg.addresses)

@@ -75,3 +75,22 @@ async def test_only_admins_enable_and_disable_agents_with_a_typed_body(api, cloc
     assert r.status_code == 200 and r.json()["agent"]["enabled"] is True, r.text
     r = await api.post("/api/v1/agents/nobody/enable", json={}, headers=admin)
     assert r.status_code == 404
+
+
+async def test_a_reregistered_agent_shows_its_new_registration_and_is_seen_now(api, monkeypatch):
+    """Determined's registeredTime is the agent's current connection; a connected agent is seen now."""
+    from datetime import timedelta
+
+    from controlplane.master.orchestration import orchestrator
+
+    agent = FakeAgent(api.rt, "agent-1")
+    await agent.register()
+    first = (await api.get("/api/v1/agents")).json()["agents"][0]
+    await agent.disconnect()
+    later = orchestrator.utcnow() + timedelta(hours=1)
+    monkeypatch.setattr(orchestrator, "utcnow", lambda: later)
+    await agent.register()
+    again = (await api.get("/api/v1/agents")).json()["agents"][0]
+    assert again["registeredTime"] > first["registeredTime"] and again["registeredTime"].startswith(
+        later.strftime("%Y-%m-%dT%H:%M"))
+    assert again["lastSeen"] >= first["lastSeen"]
