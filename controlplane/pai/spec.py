@@ -204,7 +204,8 @@ def parse_job(raw: Any) -> tuple[PaiJob, list[str]]:
         r.fail("image", "must not contain whitespace")
     auth_file = r.string(raw, "authFile", "authFile")
     if auth_file is not None:
-        warnings.append("authFile: accepted but not used: agents pull images with their own registry credentials")
+        warnings.append("authFile: not used: no image is pulled; 'image' names a task environment the agents "
+                        "already offer (det agent list)")
     data_dir = r.string(raw, "dataDir", "dataDir")
     output_dir = r.string(raw, "outputDir", "outputDir")
     code_dir = _code_dir(r, raw)

@@ -145,7 +145,7 @@ def test_submit_list_describe_and_a_taken_name(master, det, tmp_path):
     path = write_job(tmp_path / "job.json", job_json())
     r = det("pai", "submit", path)
     assert (r.rc, r.out) == (0, "Submitted job mnist-1\n"), r.err
-    assert r.err == "Warning: authFile: accepted but not used: agents pull images with their own registry credentials\n"
+    assert r.err == "Warning: authFile: not used: no image is pulled; 'image' names a task environment the agents already offer (det agent list)\n"
 
     assert listed(det) == [["mnist-1", "determined", "WAITING", "0", "3", "0", "default"]]
     r = det("pai", "describe", "mnist-1")

@@ -199,7 +199,7 @@ def test_every_error_is_collected_in_one_answer():
 def test_auth_file_is_accepted_with_a_warning():
     job, warnings = parse_job(with_job(authFile="hdfs://nn/auth"))
     assert job.auth_file == "hdfs://nn/auth"
-    assert warnings == ["authFile: accepted but not used: agents pull images with their own registry credentials"]
+    assert warnings == ["authFile: not used: no image is pulled; 'image' names a task environment the agents already offer (det agent list)"]
 
 
 def test_code_dir_as_a_local_path_is_accepted():
