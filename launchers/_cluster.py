@@ -115,6 +115,14 @@ def load(env: dict[str, str] | None = None) -> Gang:
                 ssh_key_file=str(info_dir / key) if key and info_dir else None, info_dir=info_dir)
 
 
+def usage_if_asked(argv: list[str], doc: str | None) -> None:
+    """``-h``/``--help`` before anything else: print the launcher's usage (its docstring) and exit 0,
+    as Determined's launchers do, instead of taking ``-h`` for the script to run."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print((doc or "").strip())
+        raise SystemExit(0)
+
+
 def split_overrides(argv: list[str], own_flags: tuple[str, ...] = ("--trial",)) -> tuple[dict[str, str], list[str],
                                                                                          list[str]]:
     """``[OWN FLAGS] [OVERRIDES... --] SCRIPT...`` -> (own flags, overrides, script).

@@ -59,7 +59,9 @@ def require(package: str, why: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    own, overrides, script = _cluster.split_overrides(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    _cluster.usage_if_asked(argv, __doc__)
+    own, overrides, script = _cluster.split_overrides(argv)
     worker = _cluster.worker_command(own, script, PROG)
     require("deepspeed", "it runs this trial's workers")
     gang = _cluster.load()

@@ -57,7 +57,9 @@ def missing(gang: _cluster.Gang) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    own, overrides, script = _cluster.split_overrides(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    _cluster.usage_if_asked(argv, __doc__)
+    own, overrides, script = _cluster.split_overrides(argv)
     worker = _cluster.worker_command(own, script, PROG)
     gang = _cluster.load()
     cmd = horovodrun_command(gang, overrides, worker)

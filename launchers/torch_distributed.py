@@ -48,7 +48,9 @@ def torchrun_env(gang: _cluster.Gang, base: dict[str, str] | None = None) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    own, overrides, script = _cluster.split_overrides(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    _cluster.usage_if_asked(argv, __doc__)
+    own, overrides, script = _cluster.split_overrides(argv)
     worker = _cluster.worker_command(own, script, PROG)
     if importlib.util.find_spec("torch") is None:
         raise SystemExit(f"{PROG}: the 'torch' package is not installed in {sys.executable} (pip install torch)")
