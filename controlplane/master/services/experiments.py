@@ -35,6 +35,7 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoints, templates, workspaces
 from controlplane.master.services.context import build_archive
 from controlplane.master.services.environments import check_environment
+from controlplane.master.services.launcher_checks import launcher_warnings
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.grid import subset_warning
@@ -198,7 +199,7 @@ def prepare(settings: MasterSettings, raw_config: Any, model_definition: Any,
 
 
 def create_warnings(cfg: ExperimentConfig) -> tuple[str, ...]:
-    return tuple(w for w in (subset_warning(cfg),) if w)
+    return tuple(w for w in (subset_warning(cfg), *launcher_warnings(cfg)) if w)
 
 
 def _check_shape(rt: MasterRuntime, cfg: dict[str, Any]) -> None:

@@ -31,3 +31,18 @@ async def test_a_whole_grid_or_another_searcher_has_nothing_to_warn_about(api):
     whole = {**GRID, "searcher": {**GRID["searcher"], "max_trials": 6}}
     assert (await create(api, whole))["warningMessages"] == []
     assert (await create(api, CONFIG))["warningMessages"] == []
+
+
+async def test_a_launcher_whose_package_the_default_environment_lacks_is_warned_about(api, monkeypatch):
+    from controlplane.config.experiment import parse_experiment_config
+    from controlplane.master.services import launcher_checks
+
+    monkeypatch.setattr(launcher_checks, "_installed", lambda package: package != "horovod")
+    horovod = {**CONFIG, "entrypoint": "python3 -m determined.launch.horovod --trial model_def:T"}
+    (message,) = (await create(api, horovod, validateOnly=True))["warningMessages"]
+    assert message.startswith("entrypoint: the horovod launcher needs the 'horovod' package")
+    deepspeed = {**CONFIG, "entrypoint": ["python3", "-m", "launchers.deepspeed", "train.py"]}
+    assert (await create(api, deepspeed, validateOnly=True))["warningMessages"] == []  # installed
+    # Another environment: the agents that offer it know what it holds.
+    elsewhere = parse_experiment_config({**horovod, "environment": {"image": "hvd-env"}})
+    assert launcher_checks.launcher_warnings(elsewhere) == []
