@@ -4,7 +4,8 @@ master (and agent) processes on loopback.
 - ``chromium``: one headless browser per module (Playwright's sync API runs an event loop while it
   is open, which must not outlive the browser tests) (``/usr/bin/chromium``; Playwright's own
   download cannot work here). A test whose machine lacks it fails, naming what to install.
-- ``ui``: ``ui(master, username)`` opens a signed-in page. Every request the page makes is
+- ``ui``: ``ui(master, username)`` opens a signed-in page (keyword arguments go to Playwright's
+  ``new_context``: ``viewport=...``, ``is_mobile=True`` for a phone). Every request the page makes is
   recorded; at teardown the test fails if any went to a host other than the master (the UI must
   work with no internet), and a screenshot of each page is saved as
   ``test-results/webui/<test>/<n>-<user>.png``.
@@ -56,9 +57,9 @@ def output_dir(request: pytest.FixtureRequest) -> Path:
 class UiSession:
     """A signed-in browser context and its page, with the log of every request it made."""
 
-    def __init__(self, browser, base_url: str, username: str, password: str) -> None:
+    def __init__(self, browser, base_url: str, username: str, password: str, **context) -> None:
         self.base_url, self.username = base_url, username
-        self.context = browser.new_context(base_url=base_url, viewport={"width": 1400, "height": 900})
+        self.context = browser.new_context(base_url=base_url, **{"viewport": {"width": 1400, "height": 900}, **context})
         self.context.set_default_timeout(30_000)
         self.requests: list[str] = []
         self.context.on("request", lambda r: self.requests.append(r.url))
@@ -83,11 +84,11 @@ class UiSession:
 
 @pytest.fixture
 def ui(chromium, request) -> Iterator:
-    """``ui(base_url, username="determined", password="")`` -> a signed-in ``UiSession``."""
+    """``ui(base_url, username="determined", password="", **new_context_options)`` -> a signed-in ``UiSession``."""
     sessions: list[UiSession] = []
 
-    def open_session(base_url: str, username: str = "determined", password: str = "") -> UiSession:
-        s = UiSession(chromium, base_url, username, password)
+    def open_session(base_url: str, username: str = "determined", password: str = "", **context) -> UiSession:
+        s = UiSession(chromium, base_url, username, password, **context)
         sessions.append(s)
         return s
 

@@ -41,6 +41,25 @@ function refreshLive() {
 
 document.addEventListener("htmx:configRequest", (e) => { e.detail.headers["X-CSRF-Token"] = csrf(); });
 
+// A table wider than the screen scrolls sideways in its .table-scroll box; #live is replaced on
+// every poll, so each box keeps where it was scrolled to (boxes matched by their order in #live).
+let scrolledLeft = null;
+document.addEventListener("htmx:beforeSwap", (e) => {
+  if (e.detail.target?.id === "live") scrolledLeft = [...e.detail.target.querySelectorAll(".table-scroll")].map((el) => el.scrollLeft);
+});
+document.addEventListener("htmx:afterSwap", () => {
+  const kept = scrolledLeft;
+  scrolledLeft = null;
+  if (!kept) return;
+  document.getElementById("live")?.querySelectorAll(".table-scroll").forEach((el, i) => { if (kept[i]) el.scrollLeft = kept[i]; });
+});
+// A row's menu opens inside that box, perhaps past its edge: bring it into view.
+document.addEventListener("toggle", (e) => {
+  if (e.target.matches?.(".table-scroll details.menu[open]")) {
+    e.target.querySelector(".menu-items")?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }
+}, true);
+
 document.addEventListener("click", async (e) => {
   const button = e.target.closest("[data-api]");
   if (!button) return;

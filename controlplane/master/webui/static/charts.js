@@ -14,7 +14,7 @@
     "#1864ab", "#862e9c"];
   const color = (i) => PALETTE[i % PALETTE.length];
 
-  function width(el) { return Math.max(300, el.clientWidth - 16); }
+  function width(el) { return Math.max(200, el.clientWidth - 16); }  // its box's width: a phone's too
 
   function draw(plot, existing, opts, data) {
     if (existing) existing.destroy();
