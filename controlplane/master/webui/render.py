@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 TEMPLATES = Path(__file__).parent / "templates"
 LIVE_BLOCK = "live"
-NAV = (("/experiments", "Experiments"), ("/jobs", "Job Queue"), ("/cluster", "Cluster"), ("/models", "Models"))
+NAV = (("/experiments", "Experiments"), ("/jobs", "Job Queue"), ("/cluster", "Cluster"), ("/models", "Models"),
+       ("/pai", "OpenPAI"))
 
 
 @functools.cache

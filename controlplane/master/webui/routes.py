@@ -9,7 +9,7 @@ from typing import Any
 from litestar.static_files import create_static_files_router
 
 from controlplane.master.authz import Action, opt
-from controlplane.master.webui.pages import cluster, determined_paths, experiment_pages, jobs, login, models
+from controlplane.master.webui.pages import cluster, determined_paths, experiment_pages, jobs, login, models, pai
 
 STATIC = Path(__file__).parent / "static"
 
@@ -18,5 +18,5 @@ def all_routes() -> list[Any]:
     static = create_static_files_router(path="/static", directories=[STATIC], name="webui-static",
                                         opt=opt(Action.PUBLIC), include_in_schema=False,
                                         cache_control=None)
-    return [*login.ROUTES, *jobs.ROUTES, *cluster.ROUTES, *models.ROUTES, *experiment_pages.ROUTES,
+    return [*login.ROUTES, *jobs.ROUTES, *cluster.ROUTES, *models.ROUTES, *pai.ROUTES, *experiment_pages.ROUTES,
             *determined_paths.ROUTES, static]

@@ -1,5 +1,6 @@
 """The Job Queue page (``/jobs``): one pool's queue in scheduling order, as `det job list` shows it:
-experiments, OpenPAI jobs (type GENERIC), commands, shells and notebooks.
+experiments, OpenPAI jobs (type GENERIC, each linking to its portal page, ``pages/pai.py``), commands,
+shells and notebooks.
 
 Manage Job (priority or weight, pool, ahead of / behind / to the top) is a dialog that
 ``static/jobs.js`` turns into the same ``POST /api/v1/job-queues`` body `det job update` sends, so
@@ -20,6 +21,7 @@ from controlplane.master.authz import Action, opt
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import jobs as svc
 from controlplane.master.webui import render
+from controlplane.master.webui.pages import pai
 
 MAX_PAGE = 200
 PageLimit = Annotated[int, Parameter(ge=1, le=MAX_PAGE, description="jobs per page")]
@@ -36,6 +38,7 @@ class JobEntry:
     kind: str  # the v1Job type without TYPE_, as `det job list` shows it
     name: str
     exp_id: int | None  # an experiment's id (its row links to its page); None for other kinds
+    pai_url: str | None  # an OpenPAI job's (GENERIC) portal page; None for other kinds
     priority: int
     weight: float
     submitted: Any
@@ -72,7 +75,8 @@ async def jobs_page(request: AnyRequest, pool: PoolName = None, limit: PageLimit
     window = rows[offset:offset + limit]
     short = short_ids([r.job_id for r in rows])
     jobs = [JobEntry(position=offset + i, job_id=r.job_id, short_id=short[r.job_id], kind=r.type.removeprefix("TYPE_"),
-                     name=r.name, exp_id=r.experiment.id if r.experiment is not None else None, priority=r.priority,
+                     name=r.name, exp_id=r.experiment.id if r.experiment is not None else None,
+                     pai_url=pai.job_url(r.username, r.name) if r.kind == "pai" else None, priority=r.priority,
                      weight=r.weight, submitted=r.submitted, acquired=r.allocated, needed=r.requested,
                      state="SCHEDULED" if r.scheduled else "QUEUED", username=r.username, owner_id=r.owner_id)
             for i, r in enumerate(window)]
