@@ -41,6 +41,7 @@ from controlplane.wire.agent_protocol import (
 )
 
 from .outbox import Outbox
+from .slots import available_cpus
 from .tasks import TaskRunner
 
 log = logging.getLogger(__name__)
@@ -267,6 +268,7 @@ class Connection:
             environments=self._runner.environment_names(),
             overlay_port=self._overlay_port,
             instance_type=self._instance_type,
+            cpus=available_cpus(),
         )
         await ws.send(encode(reg).decode())
         while True:

@@ -54,3 +54,27 @@ def detect_slots(requested: int | None, slot_type: str = "auto", gpu_cmd: list[s
         if slot_type == "cuda":
             log.warning("--slot-type cuda but no GPU found; using CPU slots")
     return cpu_slots(requested)
+
+
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # cgroup v2: "<quota> <period>" or "max <period>"
+
+
+def available_cpus(cpu_max: str = CGROUP_CPU_MAX) -> int:
+    """The CPUs this agent's tasks may use, reported in ``Register.cpus``: the CPUs of its affinity
+    mask (``os.cpu_count()`` where there is none), fewer when a cgroup v2 CPU quota caps it (a
+    container's ``--cpus``: quota / period, rounded up). At least 1."""
+    import math
+    import os
+
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        with open(cpu_max) as f:
+            quota, _, period = f.read().strip().partition(" ")
+        if quota != "max" and int(period) > 0:
+            count = min(count, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)

@@ -114,7 +114,18 @@ def cmd_list(args: argparse.Namespace) -> int:
     fair_share = pool.get("schedulerType") == FAIR_SHARE
     print(render.table(["#", "ID", "Type", "Job Name", "Weight" if fair_share else "Priority", "Submitted",
                         "Slots (acquired/needed)", "Status", "User"], job_rows(jobs, fair_share)))
+    waiting = waiting_lines(jobs)
+    if waiting:
+        print()
+        print("Waiting:")
+        print("\n".join(waiting))
     return 0
+
+
+def waiting_lines(jobs: list[dict[str, Any]]) -> list[str]:
+    """One line per job whose work waits, with the scheduler's reason (the master's ``waitingReason``)."""
+    short = short_ids([str(j.get("jobId") or "") for j in jobs])
+    return [f"  {short[str(j.get('jobId') or '')]}  {j['waitingReason']}" for j in jobs if j.get("waitingReason")]
 
 
 # ---- update ---------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ class AgentConnection:
     # Task environments it offers (Register.environments): what environment.image may name.
     environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)
     instance_type: str = ""  # Register.instance_type: "" when the agent does not know
+    cpus: int = 0  # Register.cpus: 0 when the agent did not say
 
     @property
     def slot_type(self) -> str:

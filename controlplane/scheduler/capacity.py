@@ -19,7 +19,8 @@ Task groups (``Request.tasks``, an OpenPAI job): find_group packs every task at 
 agent, several tasks per agent allowed, by first-fit decreasing with best (or worst) fit. It only
 looks at the free counts and at the agents the group already uses, so a fit costs
 O(tasks · (sizes + tasks) · log agents), not a scan of the pool, and it changes nothing: the caller
-take()s the result.
+take()s the result. A group whose tasks also book CPUs or fixed ports (``Request.books``) is packed
+by booking.py's scan instead, with the pool's ``Booking`` that every view shares.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 
+from controlplane.scheduler import booking as bk
 from controlplane.scheduler.environment import DEFAULT_IMAGE, Image
 from controlplane.scheduler.gang import fits_group, fits_shapes
-from controlplane.scheduler.model import AgentSnapshot
+from controlplane.scheduler.model import AgentSnapshot, Request
 
 Resources = tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -38,9 +40,11 @@ class Capacity:
     """Mutable working copy of one pool's schedulable agents for the length of one pass."""
 
     def __init__(self, agents: Iterable[AgentSnapshot], fitting_policy: str = "best",
-                 images: Iterable[Image] = ()) -> None:
-        """``images``: the environments the pass's requests ask for, each given a view."""
+                 images: Iterable[Image] = (), booking: bk.Booking | None = None) -> None:
+        """``images``: the environments the pass's requests ask for, each given a view. ``booking``:
+        the pool's CPUs and ports for this pass (shared with the zero-slot pass), else its own."""
         agents = [a for a in agents if a.schedulable]
+        self.booking = booking if booking is not None else bk.Booking(agents)
         self.best = fitting_policy != "worst"
         self.free: dict[str, list[int]] = {}  # agents still usable this pass -> free slot ids, ascending
         self.size: dict[str, int] = {}  # every schedulable agent (excluded ones too) -> slot count
@@ -61,7 +65,7 @@ class Capacity:
         for image in images:
             offering = [a for a in agents if a.offers(image)]
             if image not in self._views and len(offering) < len(agents):
-                view = Capacity(offering, fitting_policy)
+                view = Capacity(offering, fitting_policy, booking=self.booking)
                 view._group = self._group
                 self._group.append(view)
                 self._views[image] = view
@@ -187,6 +191,48 @@ class Capacity:
             slots[i] = tuple(self.free[agents[i]][start:start + tasks[i]])
             given[agents[i]] = start + tasks[i]
         return tuple(zip(agents, slots, strict=True))
+
+    def find_request(self, req: Request) -> Resources | None:
+        """Where a task group fits now (find_group), its tasks' CPUs and fixed ports too."""
+        if not self._scans(req):
+            return self.find_group(req.tasks)
+        where = bk.pack(req.tasks, req.task_cpus, req.task_ports, {a: len(f) for a, f in self.free.items()},
+                        self.booking, self.best)
+        if where is None:
+            return None
+        given: dict[str, int] = {}
+        slots: list[tuple[int, ...]] = [()] * len(req.tasks)
+        for i in bk.slotted_order(req.tasks, req.task_cpus, req.task_ports):
+            start = given.get(where[i], 0)
+            slots[i] = tuple(self.free[where[i]][start:start + req.tasks[i]])
+            given[where[i]] = start + req.tasks[i]
+        return tuple(zip(where, slots, strict=True))
+
+    def could_ever_fit_request(self, req: Request) -> bool:
+        """could_ever_fit_group, its tasks' CPUs and fixed ports too (every agent idle)."""
+        if not self._scans(req):
+            return self.could_ever_fit_group(req.tasks)
+        return bk.pack(req.tasks, req.task_cpus, req.task_ports, self.size, self.booking, self.best,
+                       idle=True) is not None
+
+    def agents_usable_by_request(self, req: Request) -> set[str]:
+        """agents_usable_by_group, less the agents with too few CPUs for its smallest task."""
+        usable = self.agents_usable_by_group(req.tasks)
+        least = min(req.task_cpus, default=0)
+        if not least:
+            return usable
+        cpus = self.booking.cpus
+        return {a for a in usable if (n := cpus.get(a)) is None or n >= least}
+
+    def take_request(self, req: Request, resources: Resources) -> None:
+        """take() a group's placement, booking its tasks' CPUs and ports."""
+        self.take(resources)
+        if req.books:
+            self.booking.book_group([a for a, _ in resources], req.task_cpus, req.task_ports)
+
+    def _scans(self, req: Request) -> bool:
+        """Whether the group is packed by booking.py: it wants fixed ports, or CPUs where agents say theirs."""
+        return any(req.task_ports) or (any(req.task_cpus) and self.booking.knows_cpus())
 
     def _lowest_untouched(self, free: int, skip: dict[str, int]) -> str:
         """The lowest-id agent with `free` free slots that is not in `skip` (one is known to exist).

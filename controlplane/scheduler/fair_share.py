@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from controlplane.scheduler.booking import Booking
 from controlplane.scheduler.capacity import Capacity
 from controlplane.scheduler.model import AgentSnapshot, Placement, Plan, PoolPolicy, Preemption, Request, Running
-from controlplane.scheduler.preempt import choose_victims, reserve, soon_free
+from controlplane.scheduler.preempt import choose_victims, preempting, reserve, soon_free
 
 
 def shares(capacity: int, demand: dict[str, int], weight: dict[str, float]) -> dict[str, float]:
@@ -65,9 +66,9 @@ def whole_shares(capacity: int, demand: dict[str, int], weight: dict[str, float]
 
 
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
-              agents: Sequence[AgentSnapshot]) -> Plan:
+              agents: Sequence[AgentSnapshot], booking: Booking | None = None) -> Plan:
     plan = Plan()
-    pool = Capacity(agents, policy.fitting_policy, {q.image for q in pending})
+    pool = Capacity(agents, policy.fitting_policy, {q.image for q in pending}, booking)
     capacity = sum(pool.size.values())
     got: dict[str, int] = {}  # slots each job holds, not counting work already preempting
     weight: dict[str, float] = {}
@@ -81,7 +82,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
     limit: dict[str, int] = {}
     for q in sorted(pending, key=lambda q: (q.queue_position, q.submitted_at, q.allocation_id)):
         if q.tasks and q.slots_needed > 0:  # a task group is placed here, whole (zero-slot ones apart)
-            if not pool.view(q.image).could_ever_fit_group(q.tasks):
+            if not pool.view(q.image).could_ever_fit_request(q):
                 continue  # an impossible group (or environment) waits
         elif q.slots_needed <= 0 or not pool.view(q.image).could_ever_fit(q.slots_needed):
             continue  # zero-slot work is scheduled apart; impossible shapes (or environments) wait
@@ -115,9 +116,9 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
             cap = pool.view(req.image)  # the agents offering its environment
             if got.get(job, 0) + n > share[job]:
                 continue  # beyond its share (a smaller gang of the job may still fit)
-            found = cap.find_group(req.tasks) if req.tasks else cap.find(n)
+            found = cap.find_request(req) if req.tasks else cap.find(n)
             if found is not None:
-                cap.take(found)
+                cap.take_request(req, found)
                 got[job] = got.get(job, 0) + n
                 plan.placements.append(Placement(req.allocation_id, found))
                 continue
@@ -142,5 +143,6 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
                                      f"{share.get(v.job_id, 0)} slots and job {job} is below its share "
                                      f"of {share[job]}"))
             reserve(cap, soon, victims, where, n)  # it waits for those slots
+            plan.waiting[req.allocation_id] = preempting(n, victims)
             got[job] = got.get(job, 0) + n
     return plan

@@ -47,6 +47,17 @@ class Request:
     image: Image = DEFAULT_IMAGE
     # Non-empty: a task group, one entry per task (its slot count); see the class docstring.
     tasks: tuple[int, ...] = ()
+    # A group's tasks' other needs, in the order of ``tasks`` (empty: none): the CPUs each books on
+    # its agent (an OpenPAI role's cpuNumber), and the fixed ports each must get on its agent's host
+    # (a portList's beginAt ranges). Only agents with those CPUs free, on a host where those ports
+    # are free, take the task (booking.py).
+    task_cpus: tuple[int, ...] = ()
+    task_ports: tuple[frozenset[int], ...] = ()
+
+    @property
+    def books(self) -> bool:
+        """Whether its tasks need CPUs or fixed ports besides slots."""
+        return any(self.task_cpus) or any(self.task_ports)
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,10 @@ class AgentSnapshot:
     environments: frozenset[str] = frozenset({DEFAULT})  # what it offers (every agent: default)
     slot_type: str = "cpu"  # its slots' device type: picks from an image map
     gpu_models: frozenset[str] = frozenset()  # its slots' brands, lower-cased (an OpenPAI job's gpuType)
+    cpus: int = 0  # its CPUs (Register.cpus); 0: not reported, so CPU needs are not checked on it
+    used_cpus: int = 0  # CPUs booked by the tasks running on it (Request.task_cpus)
+    host: str = ""  # the address its tasks listen on: agents of one host share its ports ("": its own)
+    used_ports: frozenset[int] = frozenset()  # ports live work holds on its host
 
     def offers(self, image: Image) -> bool:
         return image.for_slot_type(self.slot_type) in self.environments and image.fits_gpus(self.gpu_models)
@@ -105,3 +120,6 @@ class Preemption:
 class Plan:
     placements: list[Placement] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
+    # Why a request that is not placed waits (allocation id -> a short sentence): every pending
+    # request of a known pool that got no placement (waiting.py).
+    waiting: dict[str, str] = field(default_factory=dict)

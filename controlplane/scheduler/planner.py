@@ -6,13 +6,18 @@ tasks are planned apart from slotted work (but a task group, even of zero-slot t
 placed whole by its pool's scheduler). A request for an unknown pool, or for a pool
 with no agents, is simply left pending. `now` is taken so that callers pass the clock in
 (no scheduler reads it); today no rule depends on it.
+
+Every pending request that gets no placement gets a reason in ``Plan.waiting`` (waiting.py), a
+request of an unknown pool or of a pool without agents too. A pool's CPUs and fixed ports
+(booking.py) are booked by its slotted pass and then its zero-slot pass, in that order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controlplane.scheduler import fair_share, priority, zero_slot
+from controlplane.scheduler import fair_share, priority, waiting, zero_slot
+from controlplane.scheduler.booking import Booking
 from controlplane.scheduler.model import AgentSnapshot, Plan, PoolPolicy, Request, Running
 
 
@@ -35,15 +40,20 @@ def plan(pools: Mapping[str, PoolPolicy], pending: Sequence[Request], running: S
     for pool in sorted(by_pool_pending):
         policy = pools.get(pool)
         pool_agents = by_pool_agents.get(pool, [])
-        if policy is None or not pool_agents:
-            continue  # unknown pool or no agents: the requests wait
+        if policy is None or not pool_agents:  # unknown pool or no agents: the requests wait
+            result.waiting.update(waiting.explain(pool, policy, by_pool_pending[pool], [], pool_agents, []))
+            continue
         fair = policy.scheduler == "fair_share"
         scheduler = fair_share if fair else priority
-        part = scheduler.plan_pool(policy, by_pool_pending[pool], by_pool_running.get(pool, []), pool_agents)
-        result.placements.extend(part.placements)
-        result.preemptions.extend(part.preemptions)
+        booking = Booking(a for a in pool_agents if a.schedulable)  # CPUs and fixed ports, both passes
+        part = scheduler.plan_pool(policy, by_pool_pending[pool], by_pool_running.get(pool, []), pool_agents,
+                                   booking)
         zero = [r for r in by_pool_pending[pool] if r.slots_needed <= 0]  # groups of zero-slot tasks too
         if zero:
             ordered = _fifo(zero) if fair else priority.order(zero)
-            result.placements.extend(zero_slot.place(policy, ordered, pool_agents))
+            part.placements.extend(zero_slot.place(policy, ordered, pool_agents, booking))
+        result.placements.extend(part.placements)
+        result.preemptions.extend(part.preemptions)
+        result.waiting.update(waiting.explain(pool, policy, by_pool_pending[pool], by_pool_running.get(pool, []),
+                                              pool_agents, part.placements, part.waiting))
     return result

@@ -21,6 +21,14 @@ from controlplane.scheduler.model import Running
 MAX_TRIM = 32  # trimming unneeded victims is quadratic; beyond this many, keep the prefix
 
 
+def preempting(n: int, victims: Sequence[Running]) -> str:
+    """Why a request that preempted work waits: for the slots it frees."""
+    jobs = sorted({v.job_id for v in victims})
+    named = ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
+    return (f"waiting for {n} slot{'s' if n != 1 else ''}: preempting {len(victims)} allocation"
+            f"{'s' if len(victims) != 1 else ''} of job{'s' if len(jobs) != 1 else ''} {named} to make room")
+
+
 def soon_free(running: Sequence[Running]) -> dict[str, int]:
     """Slots per agent that work already asked to preempt will give back: counted first."""
     soon: dict[str, int] = {}

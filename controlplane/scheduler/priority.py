@@ -37,10 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from controlplane.scheduler.booking import Booking
 from controlplane.scheduler.capacity import Capacity
 from controlplane.scheduler.environment import Image
 from controlplane.scheduler.model import AgentSnapshot, Placement, Plan, PoolPolicy, Preemption, Request, Running
-from controlplane.scheduler.preempt import choose_victims, reserve, soon_free
+from controlplane.scheduler.preempt import choose_victims, preempting, reserve, soon_free
 
 
 def order(pending: Sequence[Request]) -> list[Request]:
@@ -102,9 +103,9 @@ def reason(req: Request, victim: Running) -> str:
 
 
 def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[Running],
-              agents: Sequence[AgentSnapshot]) -> Plan:
+              agents: Sequence[AgentSnapshot], booking: Booking | None = None) -> Plan:
     plan = Plan()
-    pool = Capacity(agents, policy.fitting_policy, {r.image for r in pending})
+    pool = Capacity(agents, policy.fitting_policy, {r.image for r in pending}, booking)
     job_slots: dict[str, int] = {}
     for r in running:
         job_slots[r.job_id] = job_slots.get(r.job_id, 0) + sum(len(s) for _, s in r.resources)
@@ -126,13 +127,13 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
         if req.max_slots is not None and job_slots.get(req.job_id, 0) + n > req.max_slots:
             continue  # the job is at its cap: it waits without blocking others
         if req.tasks:  # a task group: all its tasks at once, or it waits; it never preempts
-            if not cap.could_ever_fit_group(req.tasks):
+            if not cap.could_ever_fit_request(req):
                 continue  # not on these agents, ever: it waits without blocking
-            found = cap.find_group(req.tasks)
+            found = cap.find_request(req)
             if found is None:
-                cap.exclude(cap.agents_usable_by_group(req.tasks))  # a blocked head, as below
+                cap.exclude(cap.agents_usable_by_request(req))  # a blocked head, as below
                 continue
-            cap.take(found)
+            cap.take_request(req, found)
             job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
             plan.placements.append(Placement(req.allocation_id, found))
             continue
@@ -158,6 +159,7 @@ def plan_pool(policy: PoolPolicy, pending: Sequence[Request], running: Sequence[
                     claimed.add(v.allocation_id)
                     plan.preemptions.append(Preemption(v.allocation_id, reason(req, v)))
                 reserve(cap, soon, victims, where, n)  # it waits for those slots; the queue goes on
+                plan.waiting[req.allocation_id] = preempting(n, victims)
                 job_slots[req.job_id] = job_slots.get(req.job_id, 0) + n
                 continue
         if policy.preemption:  # a blocked head that takes back the slots of what is placed behind it

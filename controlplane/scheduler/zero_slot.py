@@ -10,6 +10,8 @@ against the agent's current count when popped.
 
 A group of zero-slot tasks (an OpenPAI job or a TensorBoard: ``Request.tasks`` all 0) is placed
 here too, whole or not at all, each task by the same rule, so a queued GPU job never holds it up.
+Its tasks' CPUs and fixed ports (``Request.task_cpus``, ``task_ports``) are booked in the pool's
+``Booking``, which the slotted pass before it has already booked into.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from controlplane.scheduler import booking as bk
 from controlplane.scheduler.environment import Image
 from controlplane.scheduler.model import AgentSnapshot, Placement, PoolPolicy, Request
 
 
-def place(policy: PoolPolicy, ordered: Sequence[Request], agents: Sequence[AgentSnapshot]) -> list[Placement]:
+def place(policy: PoolPolicy, ordered: Sequence[Request], agents: Sequence[AgentSnapshot],
+          booking: bk.Booking | None = None) -> list[Placement]:
     """Placements for the zero-slot requests of `ordered` (already in scheduling order)."""
     cap = policy.max_zero_slot_per_agent
+    booking = booking if booking is not None else bk.Booking(a for a in agents if a.schedulable)
     tasks = {a.agent_id: a.zero_slot_tasks for a in agents if a.schedulable}
     by_id = {a.agent_id: a for a in agents if a.schedulable}
     heaps: dict[str, list[tuple[int, str]]] = {}  # CPU environment name -> (tasks, agent id)
@@ -44,6 +49,10 @@ def place(policy: PoolPolicy, ordered: Sequence[Request], agents: Sequence[Agent
         name = req.image.for_slot_type("cpu")
         counts = {a: n for a, n in tasks.items()
                   if name in by_id[a].environments and req.image.fits_gpus(by_id[a].gpu_models)}
+        if req.books:
+            found = bk.pack(req.tasks, req.task_cpus, req.task_ports, dict.fromkeys(counts, 0), booking,
+                            load=counts, room={a: cap - n for a, n in counts.items()})
+            return tuple(found) if found is not None else None
         picks: list[str] = []
         for _ in req.tasks:
             free = [a for a, n in counts.items() if n < cap]
@@ -62,6 +71,7 @@ def place(policy: PoolPolicy, ordered: Sequence[Request], agents: Sequence[Agent
             picks = group(req)
             if picks is None:
                 continue  # not every task has room: the group waits
+            booking.book_group(picks, req.task_cpus, req.task_ports)
             for agent_id in set(picks):
                 tasks[agent_id] += picks.count(agent_id)
                 if tasks[agent_id] < cap:

@@ -38,6 +38,7 @@ log = logging.getLogger("controlplane.master.agents")
 
 CLOSE_BAD_TOKEN = 4401
 CLOSE_BAD_MESSAGE = 4400
+MAX_CPUS = 1 << 20  # a larger Register.cpus is taken as this many
 
 
 async def _writer(socket: AnyWebSocket, conn: AgentConnection) -> None:
@@ -74,7 +75,7 @@ async def agent_socket(socket: AnyWebSocket) -> None:
                            running_at_register=frozenset(first.running),
                            address=(first.addresses or ["127.0.0.1"])[0], overlay_port=first.overlay_port,
                            environments=tuple(dict.fromkeys(first.environments)),
-                           instance_type=first.instance_type[:255])
+                           instance_type=first.instance_type[:255], cpus=min(max(0, first.cpus), MAX_CPUS))
     inbox = rt.hub.inboxes.get(conn.agent_id)
     if inbox is None:
         inbox = rt.hub.inboxes[conn.agent_id] = AgentInbox(conn.agent_id, partial(_apply, rt, conn.agent_id),

@@ -1,7 +1,9 @@
 """What the scheduler sees: pending and running allocations, live agents and pool policies,
 read from the database and the agent hub as plain values for the pure planner. A pending
 allocation carries its experiment's ``environment.image``, a live agent the environments it
-offers; an agent that goes away takes its environments with it (its work waits)."""
+offers; an agent that goes away takes its environments with it (its work waits). An OpenPAI job's
+tasks carry their CPUs (``cpuNumber``) and fixed ports (``portList`` with ``beginAt``), an agent its
+CPUs, those its running OpenPAI tasks booked, its host and the ports live work holds there."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware
 from controlplane.master.db.models import Agent, Allocation, Experiment, PaiJob, Trial
-from controlplane.master.orchestration import gang, pai_jobs
+from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler.environment import Image, image_of_config, slot_type_of
 from controlplane.scheduler.model import DEFAULT_PRIORITY, AgentSnapshot, PoolPolicy, Request, Running
@@ -103,7 +105,10 @@ async def take(session: AsyncSession, rt: RuntimeCore) -> SchedulingSnapshot:
             priority=priority, weight=exp.weight, started_at=_ts(alloc.assigned_at),
             preemptible=True, preempting=alloc.preempt_requested, zero_slot_agent=zero_agent,
             queue_position=exp.queue_position, submitted_at=_ts(exp.start_time)))
-    groups = await _pai_tasks(session, pools, pending, running, running_rows, used, zero_slot)
+    cpus: dict[str, int] = {}  # agent -> CPUs its running OpenPAI tasks booked
+    groups = await _pai_tasks(session, pools, pending, running, running_rows, used, zero_slot, cpus)
+    # the ports live work holds per address: only a group with fixed ports needs them
+    ports = rendezvous.used_ports(running_rows.values()) if any(any(r.task_ports) for r in pending) else {}
     flags = {a.id: a for a in (await session.scalars(select(Agent))).all()}
     disabled = {a.id: a.disabled_slots or {} for a in flags.values()}
     agents = [
@@ -115,6 +120,8 @@ async def take(session: AsyncSession, rt: RuntimeCore) -> SchedulingSnapshot:
             zero_slot_tasks=zero_slot.get(c.agent_id, 0),
             environments=frozenset(c.environments), slot_type=slot_type_of(s.type for s in c.slots),
             gpu_models=frozenset(s.brand.lower() for s in c.slots if s.brand),
+            cpus=c.cpus, used_cpus=cpus.get(c.agent_id, 0), host=c.address,
+            used_ports=frozenset(ports.get(c.address, ())),
         )
         for c in rt.hub.connections.values()
     ]
@@ -123,10 +130,10 @@ async def take(session: AsyncSession, rt: RuntimeCore) -> SchedulingSnapshot:
 
 async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pending: list[Request],
                      running: list[Running], running_rows: dict[str, Allocation], used: dict[str, set[int]],
-                     zero_slot: dict[str, int]) -> dict[str, tuple[PaiJob, list[Allocation]]]:
+                     zero_slot: dict[str, int], cpus: dict[str, int]) -> dict[str, tuple[PaiJob, list[Allocation]]]:
     """OpenPAI tasks: a job attempt's pending tasks become one task-group request (placed whole or
-    not at all); its running tasks hold their slots and are never preempted (a PAI task has no
-    checkpoint to resume from)."""
+    not at all); its running tasks hold their slots (and CPUs, counted in ``cpus``) and are never
+    preempted (a PAI task has no checkpoint to resume from)."""
     rows = (await session.execute(
         select(Allocation, PaiJob).join(PaiJob, PaiJob.id == Allocation.pai_job_id)
         .where(Allocation.state.in_((A.PENDING, A.ASSIGNED, A.RUNNING)))
@@ -139,20 +146,27 @@ async def _pai_tasks(session: AsyncSession, pools: dict[str, PoolPolicy], pendin
             continue
         running_rows[alloc.id] = alloc
         resources, zero_agent = _holds(alloc, used, zero_slot)
+        booked = pai_jobs.task_cpus(job, alloc.task_role or "")
+        for agent_id in gang.agents_of(alloc)[:1] if booked else ():
+            cpus[agent_id] = cpus.get(agent_id, 0) + booked
         running.append(Running(
             allocation_id=alloc.id, job_id=job.job_id, pool=alloc.resource_pool, resources=resources,
             priority=priority, started_at=_ts(alloc.assigned_at), preemptible=False,
             preempting=alloc.preempt_requested, zero_slot_agent=zero_agent, queue_position=job.queue_position,
             submitted_at=_ts(job.created_at)))
     for gid, (job, tasks) in list(groups.items()):
-        order = {(role, index): n for n, (role, index, _) in enumerate(pai_jobs.task_order(pai_jobs.parsed(job)))}
+        listed = pai_jobs.task_order(pai_jobs.parsed(job))
+        order = {(role, index): n for n, (role, index, _) in enumerate(listed)}
         tasks.sort(key=lambda a: order.get((a.task_role or "", a.task_index or 0), len(order)))
         if len(tasks) != len(order):  # part of the attempt already ended (stopped): nothing to place
             del groups[gid]
             continue
+        needs = [pai_jobs.task_needs(job, role) for role, _, _ in listed]
         pending.append(Request(
             allocation_id=gid, job_id=job.job_id, pool=job.resource_pool,
             slots_needed=sum(a.slots_needed for a in tasks), tasks=tuple(a.slots_needed for a in tasks),
+            task_cpus=tuple(c for c, _ in needs) if any(c for c, _ in needs) else (),
+            task_ports=tuple(p for _, p in needs) if any(p for _, p in needs) else (),
             priority=_job_priority(job, pools.get(job.resource_pool)),
             queue_position=job.queue_position, submitted_at=_ts(job.created_at), preemptible=False,
             image=pai_jobs.image_of(job)))

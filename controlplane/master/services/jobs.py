@@ -24,7 +24,7 @@ from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.snapshot import job_priority
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.experiment_requests import MAX_WEIGHT, PatchCheckpointStorage
-from controlplane.scheduler.model import DEFAULT_PRIORITY, PoolPolicy
+from controlplane.scheduler.model import DEFAULT_PRIORITY, AgentSnapshot, PoolPolicy
 from controlplane.state import allocation as A
 from controlplane.state import experiment as E
 from controlplane.state import pai_job as J
@@ -103,6 +103,7 @@ class JobRow:
     allocated: int
     scheduled: bool
     job: QueueJob
+    waiting: str = ""  # why its pending work waits, as the scheduler's last pass saw it ("": nothing waits)
 
     @property
     def type(self) -> str:
@@ -111,6 +112,12 @@ class JobRow:
     @property
     def experiment(self) -> Experiment | None:
         return self.job if isinstance(self.job, Experiment) else None
+
+
+def waiting_reason(rt: MasterRuntime, job_id: str) -> str:
+    """Why the job's pending work waits (the orchestrator's last pass, in memory); "" when nothing does."""
+    orchestrator = getattr(rt, "orchestrator", None)
+    return orchestrator.waiting.of_job(job_id) if orchestrator is not None else ""
 
 
 def _row(rt: MasterRuntime, job: QueueJob, username: str, usage: tuple[int, int, bool]) -> JobRow:
@@ -125,7 +132,7 @@ def _row(rt: MasterRuntime, job: QueueJob, username: str, usage: tuple[int, int,
     return JobRow(kind=kind, job_id=job.job_id, entity_id=entity_id, name=name, resource_pool=job.resource_pool,
                   owner_id=job.owner_id, username=username, priority=priority_of(job, pool.policy if pool else None),
                   weight=weight, queue_position=job.queue_position, submitted=submitted_at(job), requested=usage[0],
-                  allocated=usage[1], scheduled=usage[2], job=job)
+                  allocated=usage[1], scheduled=usage[2], job=job, waiting=waiting_reason(rt, job.job_id))
 
 
 def sort_key(row: JobRow, rt: MasterRuntime) -> tuple[Any, ...]:
@@ -184,9 +191,10 @@ def in_queue(row: JobRow) -> bool:
 
 def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float = 0.0,
              workspace_id: int = 1) -> dict[str, Any]:
-    """Determined's ``v1Job``. Only experiments are preempted by the scheduler (``snapshot.py``)."""
+    """Determined's ``v1Job``. Only experiments are preempted by the scheduler (``snapshot.py``).
+    ``waitingReason`` is ours, present only while some of its work waits (Determined's client ignores it)."""
     experiment = row.experiment is not None
-    return {
+    out = {
         "jobId": row.job_id, "type": row.type, "entityId": row.entity_id, "name": row.name,
         "submissionTime": iso(row.submitted), "username": row.username, "userId": row.owner_id,
         "resourcePool": row.resource_pool, "isPreemptible": experiment,
@@ -195,6 +203,9 @@ def job_json(row: JobRow, rt: MasterRuntime, jobs_ahead: int, progress: float = 
         "workspaceId": workspace_id if experiment else 1,
         "summary": {"state": "STATE_SCHEDULED" if row.scheduled else "STATE_QUEUED", "jobsAhead": jobs_ahead},
     }
+    if row.waiting:
+        out["waitingReason"] = row.waiting
+    return out
 
 
 def scheduler_of(rt: MasterRuntime, pool_name: str) -> str:
@@ -239,24 +250,37 @@ def check_max_slots(value: Any, what: str) -> int | None:
     return value
 
 
+def pool_agents(rt: MasterRuntime, pool_name: str, gpu_type: str | None = None) -> tuple[list[AgentSnapshot], bool]:
+    """The pool's agents as the planner sees them, all idle: its connected agents (with a GPU model
+    matching ``gpu_type``, if given), and for an autoscaled pool the instances it may launch (their
+    GPU models and CPUs unknown). With it, whether the pool grows (has a ``provider``)."""
+    from controlplane.scheduler.environment import Image
+
+    wanted = Image(gpu_type=gpu_type)
+    agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
+                            used_slot_ids=frozenset(), cpus=c.cpus, host=c.address,
+                            gpu_models=frozenset(s.brand.lower() for s in c.slots if s.brand))
+              for c in rt.hub.connections.values() if c.pool == pool_name]
+    agents = [a for a in agents if wanted.fits_gpus(a.gpu_models)]
+    pool = rt.settings.pool(pool_name)
+    if pool is None or not pool.provider:
+        return agents, False
+    # An autoscaled pool: judge by what it can grow to, not by what runs now.
+    from controlplane.master.autoscaling.service import scaling_of
+
+    scaling = scaling_of(pool)
+    agents += [AgentSnapshot(agent_id=f"(new instance {i + 1})", pool=pool_name,
+                             slot_ids=tuple(range(scaling.slots_per_instance)), used_slot_ids=frozenset())
+               for i in range(scaling.max_instances)]
+    return agents, True
+
+
 def shape_problem(rt: MasterRuntime, pool_name: str, slots_needed: int) -> str | None:
     """Why a gang of this size can never run in the pool's current agents (None: it can, or
     the pool has no agents yet to judge by)."""
     from controlplane.scheduler.gang import shape_error
-    from controlplane.scheduler.model import AgentSnapshot
 
-    agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
-                            used_slot_ids=frozenset())
-              for c in rt.hub.connections.values() if c.pool == pool_name]
-    pool = rt.settings.pool(pool_name)
-    if pool is not None and pool.provider:
-        # An autoscaled pool: judge by what it can grow to, not by what runs now.
-        from controlplane.master.autoscaling.service import scaling_of
-
-        scaling = scaling_of(pool)
-        agents += [AgentSnapshot(agent_id=f"(new instance {i + 1})", pool=pool_name,
-                                 slot_ids=tuple(range(scaling.slots_per_instance)), used_slot_ids=frozenset())
-                   for i in range(scaling.max_instances)]
+    agents, _ = pool_agents(rt, pool_name)
     if not agents:
         return None
     return shape_error(slots_needed, agents, pool_name)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from agent_image.agent.slots import available_cpus
 from controlplane.wire.agent_protocol import (
     KillTask,
     StartTask,
@@ -75,6 +76,7 @@ async def test_register_run_logs_and_exit(master: FakeMaster, start_agent: Agent
     assert [(s.id, s.type) for s in reg.slots] == [(0, "cpu"), (1, "cpu")]
     assert reg.version == "0.38.1" and reg.pool == "default" and "127.0.0.1" in reg.addresses
     assert reg.running == []
+    assert reg.cpus == available_cpus() >= 1  # what an OpenPAI task's cpuNumber is booked against
 
     msg = start_task(
         master,

@@ -58,3 +58,19 @@ def test_config_requires_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DET_AGENT_JOIN_TOKEN", raising=False)
     with pytest.raises(SystemExit):
         parse_config(["--master", "http://x"])
+
+
+def test_available_cpus_is_the_affinity_mask_capped_by_a_cgroup_quota(tmp_path: Path) -> None:
+    import os
+
+    from agent_image.agent.slots import available_cpus
+
+    mask = len(os.sched_getaffinity(0))
+    cpu_max = tmp_path / "cpu.max"
+    assert available_cpus(str(tmp_path / "missing")) == mask
+    cpu_max.write_text("max 100000\n")
+    assert available_cpus(str(cpu_max)) == mask
+    cpu_max.write_text("50000 100000\n")  # half a CPU: one
+    assert available_cpus(str(cpu_max)) == 1
+    cpu_max.write_text(f"{(mask + 8) * 100000} 100000\n")  # a quota above the mask: the mask
+    assert available_cpus(str(cpu_max)) == mask

@@ -111,6 +111,20 @@ def test_job_list_shows_8_character_ids_and_json_the_full_ones(fake_master, det)
     assert [j["jobId"] for j in json.loads(det("job", "list", "--json").out)] == [*long_ids, "job-3"]
 
 
+def test_job_list_says_why_waiting_jobs_wait_under_the_table(fake_master, det):
+    fake_master.state.jobs[1]["waitingReason"] = "waiting for 4 slots: resource pool 'default' has 0 free of 2 slots"
+    fake_master.state.jobs[2]["waitingReason"] = ("no connected agent of resource pool 'default' offers the "
+                                                  "environment 'tf'")
+    r = det("job", "list")
+    assert r.rc == 0, r.err
+    table, _, waiting = r.out.partition("\n\nWaiting:\n")
+    assert [row[1] for row in table_rows(table)] == ["job-1", "job-2", "job-3"]
+    assert waiting.splitlines() == [
+        "  job-2  waiting for 4 slots: resource pool 'default' has 0 free of 2 slots",
+        "  job-3  no connected agent of resource pool 'default' offers the environment 'tf'"]
+    assert json.loads(det("job", "list", "--json").out)[1]["waitingReason"].startswith("waiting for 4 slots")
+
+
 def test_short_ids_grow_only_where_two_shown_ids_share_8_characters():
     from controlplane.cli.job import short_ids
 

@@ -22,7 +22,15 @@ searcher:
 
 
 def table_rows(out: str) -> list[list[str]]:
-    return [[c.strip() for c in line.split("|")] for line in out.rstrip("\n").splitlines()[2:]]
+    """The table's rows: the lines under its header, up to the "Waiting:" lines after a blank one."""
+    table = out.rstrip("\n").split("\n\n")[0]
+    return [[c.strip() for c in line.split("|")] for line in table.splitlines()[2:]]
+
+
+def waiting(out: str) -> dict[str, str]:
+    """Short job id -> why it waits, from the lines under the table."""
+    _, _, lines = out.partition("\nWaiting:\n")
+    return dict(line.strip().split("  ", 1) for line in lines.splitlines() if line.strip())
 
 
 @pytest.fixture
@@ -99,3 +107,5 @@ def test_the_list_shows_each_jobs_type(three_jobs, real_master, det):
         (command[:8], "COMMAND", "say true"), (three_jobs[0][:8], "EXPERIMENT", "queued (1)"),
         (three_jobs[1][:8], "EXPERIMENT", "queued (2)"), (three_jobs[2][:8], "EXPERIMENT", "queued (3)"),
         (table_rows(r.out)[4][1], "GENERIC", "pj")]
+    # no agent: each says why it waits, under the table (the orchestrator has passed once at least)
+    assert set(waiting(r.out).values()) <= {"no agent of resource pool 'default' is connected"}

@@ -225,7 +225,15 @@ async def test_a_job_that_can_never_fit_the_pool_is_refused_with_why(api):
     body["taskRoles"][1]["gpuNumber"] = 3
     r = await submit(api, body)
     assert r.status_code == 400
-    assert "taskRoles: a job whose tasks need 0, 0, 3, 3 slots cannot run in pool 'default'" in r.json()["message"]
+    assert r.json()["message"] == ("invalid job: taskRoles[1].gpuNumber: each task needs 3 slots, and agents of "
+                                   "resource pool 'default' have at most 2")
+    # each role fits alone, but not all at once: the whole group's packing says why
+    body["taskRoles"][1]["gpuNumber"] = 2
+    body["taskRoles"][1]["taskNumber"] = 3
+    r = await submit(api, body)
+    assert r.status_code == 400
+    assert "invalid job: taskRoles: a job whose tasks need 0, 0, 2, 2, 2 slots cannot run in pool 'default'" in \
+        r.json()["message"]
 
 
 async def test_a_job_name_is_unique_per_user_and_the_list_shows_it(api):

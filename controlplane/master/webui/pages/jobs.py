@@ -47,6 +47,7 @@ class JobEntry:
     state: str
     username: str
     owner_id: int
+    waiting: str = ""  # why its pending work waits (the scheduler's last pass): shown under its status
 
 
 def short_ids(ids: list[str]) -> dict[str, str]:
@@ -78,7 +79,8 @@ async def jobs_page(request: AnyRequest, pool: PoolName = None, limit: PageLimit
                      name=r.name, exp_id=r.experiment.id if r.experiment is not None else None,
                      pai_url=pai.job_url(r.username, r.name) if r.kind == "pai" else None, priority=r.priority,
                      weight=r.weight, submitted=r.submitted, acquired=r.allocated, needed=r.requested,
-                     state="SCHEDULED" if r.scheduled else "QUEUED", username=r.username, owner_id=r.owner_id)
+                     state="SCHEDULED" if r.scheduled else "QUEUED", username=r.username, owner_id=r.owner_id,
+                     waiting=r.waiting)
             for i, r in enumerate(window)]
     return render.page(request, "jobs.html", pools=names, pool=chosen, missing=False, jobs=jobs, total=len(rows),
                        fair_share=config.policy.scheduler == "fair_share",

@@ -61,3 +61,13 @@ async def test_bad_parameters_are_4xx_naming_them(api):
     assert r.status_code == 400 and "offset" in r.json()["message"]
     r = await api.get("/jobs?pool=nope")
     assert r.status_code == 404 and "Resource pool nope not found" in r.text
+
+
+async def test_a_waiting_job_shows_why_under_its_status(api):
+    await _three_jobs(api)
+    await api.rt.orchestrator.tick()
+    reason = "waiting for 1 slot: resource pool &#39;default&#39; has 0 free of 1 slot"
+    r = await api.get("/jobs")
+    assert r.status_code == 200
+    assert r.text.count(f'<small class="muted waiting">{reason}</small>') == 2  # the two queued experiments
+    assert f'title="{reason}"' in r.text
