@@ -49,8 +49,8 @@ CONFIG = {"name": "bench", "entrypoint": "python3 train.py",
 MODEL_DEF = [{"path": "train.py", "type": 48, "content": base64.b64encode(b"print('hi')\n").decode(), "mtime": "0",
               "uid": 0, "gid": 0, "mode": 0o644}]
 EXP_COLUMNS = ("description, labels, config, original_config, owner_id, searcher_type, searcher_state, "
-               "model_definition, context_hash, resource_pool, priority, weight, max_slots, queue_position, "
-               "project_id, progress, archived, notes, start_time")
+               "context_hash, resource_pool, priority, weight, max_slots, queue_position, "
+               "project_id, progress, progress_basis, archived, notes, start_time")
 TRIAL_COLUMNS = "request_id, hparams, seed, state, restarts, run_id, total_batches, runner_state, progress, start_time"
 
 

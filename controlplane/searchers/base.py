@@ -70,6 +70,11 @@ class Searcher(ABC):
         request id) has trained, for searchers that count it; a searcher never reaches 1 by
         failing, so an experiment that ends in ERROR keeps the progress it reached."""
 
+    def progress_basis(self) -> dict[str, Any]:
+        """What ``progress`` is computed from, as JSON (``progress.from_basis``): by default the
+        value its own state fixes; searchers that count their trials' training say what to count."""
+        return {"value": self.progress()}
+
     @abstractmethod
     def snapshot(self) -> dict[str, Any]: ...
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from controlplane.searchers.base import Action, Create, Searcher, rng_from_state, rng_state, shutdown_after
-from controlplane.searchers.progress import TrialProgress, length_in_batches
+from controlplane.searchers.progress import TrialProgress, counted, length_in_batches
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig
@@ -80,14 +80,15 @@ class PlannedSearcher(Searcher):
     def progress(self, trials: Mapping[str, TrialProgress] | None = None) -> float:
         """Each trial's fraction of the length (a completed one whole) summed over ``total()``
         trials: a trial that failed counts what it trained, not a whole trial."""
-        total = self.total()
-        if not total:
-            return 1.0
-        trials = trials or {}
-        length = length_in_batches(self.cfg.searcher)
-        done = sum(1.0 if self.outcomes.get(r) == "completed" else trials.get(r, TrialProgress()).fraction(length)
-                   for r in [*self.outcomes, *self.live])
-        return min(done / total, 1.0)
+        basis = self.progress_basis()
+        return counted(basis["total"], basis["length"], basis["completed"], basis["counting"], trials)
+
+    def progress_basis(self) -> dict[str, Any]:
+        """Its trials completed and those whose training counts (the others it created), in order."""
+        done = [r for r, outcome in self.outcomes.items() if outcome == "completed"]
+        counting = [r for r in [*self.outcomes, *self.live] if self.outcomes.get(r) != "completed"]
+        return {"total": self.total(), "length": length_in_batches(self.cfg.searcher), "completed": len(done),
+                "counting": counting}
 
     def snapshot(self) -> dict[str, Any]:
         return {"created": self.created, "live": list(self.live), "outcomes": dict(self.outcomes),

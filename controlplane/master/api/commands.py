@@ -1,9 +1,12 @@
-"""Determined's commands, shells and notebooks over its 0.38.1 paths: ``/api/v1/{commands,shells,notebooks}``.
+"""Determined's commands, shells, notebooks and TensorBoards over its 0.38.1 paths:
+``/api/v1/{commands,shells,notebooks,tensorboards}``.
 
-``POST`` launches one (``v1Launch*Request``: ``config``, ``files``), ``GET`` lists them (paged) or
-gets one by id, ``POST .../{id}/kill`` stops it (owner or admin), ``GET .../{id}/logs`` pages its
-lines by line id (``after``, ``nextAfter``). Each runs as a one-task job
-(``services/commands.py``).
+``POST`` launches one (``v1Launch*Request``: ``config``, ``files``, a template; answered with the
+task and its ``config``), ``GET`` lists them (paged; ``users``/``userIds`` keep only theirs, what
+``det cmd list`` sends without ``--all``) or gets one by id (with its ``config``), ``POST
+.../{id}/kill`` stops it (owner or admin), ``GET .../{id}/logs`` pages its lines by line id
+(``after``, ``nextAfter``; this platform's own CLI reads it; Determined's reads
+``/api/v1/tasks/{id}/logs``). Each runs as a one-task job (``services/commands.py``).
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import get, post
-from litestar.params import Parameter
+from litestar.params import Parameter, QueryParameter
 from msgspec import UNSET, UnsetType
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.pai import AfterQuery, LogLimit
 from controlplane.master.api.params import ListLimit, ListOffset, page_limit
 from controlplane.master.authz import Action, opt
+from controlplane.master.errors import BadRequest
 from controlplane.master.http_types import AnyRequest
 from controlplane.master.services import commands as svc
 from controlplane.master.services.paging import Pagination
@@ -30,12 +34,14 @@ Answer = dict[str, Any]  # Determined's v1Command, v1Shell, v1Notebook or v1Tens
 
 
 class CommandResponse(msgspec.Struct, rename="camel", kw_only=True):
-    """Get/Kill{Command,Shell,Notebook,Tensorboard}'s answer: the one key its kind names."""
+    """Get/Kill{Command,Shell,Notebook,Tensorboard}'s answer: the one key its kind names (and, for
+    get, its ``config``)."""
 
     command: Answer | UnsetType = UNSET
     shell: Answer | UnsetType = UNSET
     notebook: Answer | UnsetType = UNSET
     tensorboard: Answer | UnsetType = UNSET
+    config: dict[str, Any] | UnsetType = UNSET
 
 
 class LaunchResponse(CommandResponse, kw_only=True):
@@ -58,26 +64,39 @@ def _one(kind: str, answer: Answer) -> CommandResponse:
     return CommandResponse(**{kind: answer})
 
 
+UserNames = Annotated[list[str] | None, QueryParameter(name="users", max_items=100,
+                                                        description="only these users' (usernames)")]
+UserIds = Annotated[list[int] | None, QueryParameter(name="userIds", max_items=100,
+                                                      description="only these users' (user ids)")]
+
+
 def _routes(kind: str) -> list[Any]:
     plural, title = f"{kind}s", kind.capitalize()
 
     @post(f"/api/v1/{plural}", operation_id=f"Launch{title}", opt=opt(Action.CREATE), tags=[plural],
           status_code=200, request_max_body_size=MAX_BODY, name=f"launch-{kind}")
     async def launch(request: AnyRequest, data: svc.LaunchRequest) -> LaunchResponse:
-        return LaunchResponse(**{kind: await svc.launch(runtime_of(request), user_of(request), kind, data)},
-                              warnings=[])
+        answer, config = await svc.launch(runtime_of(request), user_of(request), kind, data)
+        return LaunchResponse(**{kind: answer}, config=config, warnings=[])
 
     @get(f"/api/v1/{plural}", operation_id=f"Get{title}s", opt=opt(Action.VIEW), tags=[plural],
          name=f"list-{kind}s")
-    async def list_them(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0) -> CommandsResponse:
-        page = await svc.list_kind(runtime_of(request), principal_of(request), kind, offset, page_limit(limit))
+    async def list_them(request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0, users: UserNames = None,
+                        user_ids: UserIds = None) -> CommandsResponse:
+        if any(len(u) > 255 or "\x00" in u for u in users or []):
+            raise BadRequest("users: each a username of at most 255 characters")
+        if any(not 1 <= i <= 2**31 - 1 for i in user_ids or []):
+            raise BadRequest("userIds: each a user id from 1 to 2147483647")
+        page = await svc.list_kind(runtime_of(request), principal_of(request), kind, offset, page_limit(limit),
+                                   users or [], user_ids or [])
         return CommandsResponse(**{f"{kind}s": page[f"{kind}s"]},
                                 pagination=msgspec.convert(page["pagination"], Pagination))
 
     @get(f"/api/v1/{plural}/{{command_id:str}}", operation_id=f"Get{title}", opt=opt(Action.VIEW), tags=[plural],
          name=f"get-{kind}")
     async def get_one(request: AnyRequest, command_id: CommandId) -> CommandResponse:
-        return _one(kind, await svc.get(runtime_of(request), principal_of(request), kind, command_id))
+        answer, config = await svc.get_with_config(runtime_of(request), principal_of(request), kind, command_id)
+        return CommandResponse(**{kind: answer}, config=config)
 
     @post(f"/api/v1/{plural}/{{command_id:str}}/kill", operation_id=f"Kill{title}", opt=opt(Action.EDIT),
           tags=[plural], status_code=200, name=f"kill-{kind}")

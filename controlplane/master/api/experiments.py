@@ -219,5 +219,7 @@ cancel = _action("cancel", "CancelExperiment", "cancel")  # graceful: its trials
 @get("/api/v1/experiments/{exp_id:int}/model_def", operation_id="GetModelDef", opt=opt(Action.READ_OWN),
      tags=["experiments"])
 async def model_def(request: AnyRequest, exp_id: ExperimentId) -> GetModelDefResponse:
-    exp = await owned_experiment(request, exp_id, Action.READ_OWN)
-    return GetModelDefResponse(b64_tgz=base64.b64encode(exp.model_definition).decode())
+    await owned_experiment(request, exp_id, Action.READ_OWN)
+    async with runtime_of(request).sessions() as session:
+        archive = await reads.model_definition(session, exp_id)
+    return GetModelDefResponse(b64_tgz=base64.b64encode(archive).decode())

@@ -83,7 +83,6 @@ class Experiment(Base):
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     searcher_type: Mapped[str] = mapped_column(String(32))
     searcher_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    model_definition: Mapped[bytes] = mapped_column(LargeBinary)  # tar.gz of the context
     context_hash: Mapped[str] = mapped_column(String(64))
     resource_pool: Mapped[str] = mapped_column(String(255), default="default")
     job_id: Mapped[str] = mapped_column(String(64), unique=True)
@@ -94,15 +93,32 @@ class Experiment(Base):
     queue_position: Mapped[float] = mapped_column(Float, default=0.0)  # lower runs first among equals
     project_id: Mapped[int] = mapped_column(Integer, default=1, server_default="1", index=True)  # projects.id
     progress: Mapped[float] = mapped_column(Float, default=0.0)
+    # What its progress is computed from without rebuilding the searcher, written with every snapshot
+    # (searchers/progress.py's basis: a fixed value, or the planned searchers' counts and trials to sum).
+    progress_basis: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     notes: Mapped[str] = mapped_column(Text, default="")
     start_time: Mapped[datetime] = _ts()
     end_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
+    # The lists' usual filter (archived or not, in which projects) counted from the index alone, and
+    # their default order (newest first) read in index order.
+    __table_args__ = (Index("ix_experiments_archived_id", "archived", "id", "project_id"),)
+
     @property
     def searcher(self) -> SearcherView:
         """Its config's ``searcher`` as read everywhere (``config/stored.py``: the defaults)."""
         return searcher_of(self.config)
+
+
+class ExperimentContext(Base):
+    """An experiment's code: the tar.gz of its context (up to 95 MiB), in a table of its own so that no
+    read of experiments touches it (SQLite keeps a row's columns in one record: a column stored after a
+    large blob is reached through the blob's overflow pages)."""
+
+    __tablename__ = "experiment_contexts"
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True)
+    model_definition: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Trial(Base):
@@ -205,8 +221,41 @@ class PaiJob(Base):
     created_at: Mapped[datetime] = _ts()
     launched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # A command's, shell's, notebook's or TensorBoard's config as launched (Determined's command
+    # config, template merged); None for an OpenPAI job and for those launched before 0018.
+    config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+
+class PaiOutputSet(Base):
+    """What one task of an OpenPAI job's attempt left in ``$PAI_OUTPUT_DIR``, kept in checkpoint storage
+    (``controlplane/pai/outputs.py``): where (the storage config it went to, secrets as configured: never
+    in an answer), how much, and what its agent left out."""
+
+    __tablename__ = "pai_output_sets"
+    pai_job_id: Mapped[int] = mapped_column(ForeignKey("pai_jobs.id", ondelete="CASCADE"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_role: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    storage: Mapped[dict[str, Any]] = mapped_column(JSON)
+    files: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BigInteger)
+    left_out: Mapped[str] = mapped_column(Text, default="", server_default="")  # the agent's words
+    created_at: Mapped[datetime] = _ts()
+
+
+class PaiOutputFile(Base):
+    """One kept file of a ``PaiOutputSet``: a page of a job's outputs is one range of this key."""
+
+    __tablename__ = "pai_output_files"
+    pai_job_id: Mapped[int] = mapped_column(ForeignKey("pai_jobs.id", ondelete="CASCADE"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_role: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
 
 
 class Agent(Base):
@@ -260,6 +309,21 @@ class Metric(Base):
     )
 
 
+class TrialMetricSummary(Base):
+    """Determined's summary metrics of one trial's group, kept up to date in the transaction that
+    stores its reports (``services/metric_summaries.py``): how many reports, the newest one's values,
+    and per metric name its value kinds and numeric count/min/max/sum."""
+
+    __tablename__ = "trial_metric_summaries"
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True)
+    group: Mapped[str] = mapped_column("metric_group", String(64), primary_key=True)
+    reports: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_steps: Mapped[int] = mapped_column(BigInteger, default=0)  # the newest report by (steps, id)
+    last_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_metrics: Mapped[dict[str, Any]] = mapped_column(JSON)  # its avgMetrics
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)  # name -> [kinds, count, min, max, sum]
+
+
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
     uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -298,7 +362,8 @@ class TaskLog(Base):
     timestamp: Mapped[datetime] = _ts()
     log: Mapped[str] = mapped_column(Text)  # one line, ending in "\n"
 
-    __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),)
+    __table_args__ = (Index("ix_task_logs_trial_id_id", "trial_id", "id"),
+                      Index("ix_task_logs_task_id_id", "task_id", "id"))
 
 
 class Instance(Base):

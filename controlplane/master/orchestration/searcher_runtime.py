@@ -1,6 +1,9 @@
-"""Runs an experiment's searcher: its snapshot lives in experiments.searcher_state."""
+"""Runs an experiment's searcher: its snapshot lives in experiments.searcher_state, with the basis
+of its progress in experiments.progress_basis."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from controlplane.config.experiment import parse_experiment_config
 from controlplane.master.db.models import Experiment
@@ -9,9 +12,14 @@ from controlplane.searchers.registry import make_searcher
 
 
 def load(exp: Experiment) -> Searcher:
-    cfg = parse_experiment_config(exp.config)
+    return load_from(exp.config, exp.searcher_state)
+
+
+def load_from(config: dict[str, Any], searcher_state: dict[str, Any] | None) -> Searcher:
+    """The searcher of a stored config and ``searcher_state`` (parsed and restored: not cheap)."""
+    cfg = parse_experiment_config(config)
     fresh = make_searcher(cfg)
-    state = exp.searcher_state or {}
+    state = searcher_state or {}
     if "searcher" in state:
         return type(fresh).restore(cfg, state["searcher"])
     return fresh
@@ -28,6 +36,8 @@ def save(exp: Experiment, searcher: Searcher, *, shutdown: bool | None = None, f
     if cancel is not None:
         state["cancel"] = cancel
     exp.searcher_state = state  # reassign so SQLAlchemy sees the change
+    # What listings compute its progress from without loading the searcher (orchestration/progress.py).
+    exp.progress_basis = searcher.progress_basis()
 
 
 def is_shut_down(exp: Experiment) -> bool:

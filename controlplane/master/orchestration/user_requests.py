@@ -16,7 +16,17 @@ from sqlalchemy import delete, select
 
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.checkpoint_gc import collect as gc
-from controlplane.master.db.models import Allocation, Checkpoint, Experiment, Metric, StateTransition, TaskLog, Trial
+from controlplane.master.db.models import (
+    Allocation,
+    Checkpoint,
+    Experiment,
+    ExperimentContext,
+    Metric,
+    StateTransition,
+    TaskLog,
+    Trial,
+    TrialMetricSummary,
+)
 from controlplane.master.errors import BadRequest, Conflict, NotFound
 from controlplane.master.orchestration import lifecycle, searcher_runtime
 from controlplane.master.orchestration.transitions import move
@@ -171,9 +181,11 @@ async def _delete_rows(session: AsyncSession, exp: Experiment) -> None:
     for chunk in _chunks(trial_ids):
         await session.execute(delete(TaskLog).where(TaskLog.trial_id.in_(chunk)))
         await session.execute(delete(Metric).where(Metric.trial_id.in_(chunk)))
+        await session.execute(delete(TrialMetricSummary).where(TrialMetricSummary.trial_id.in_(chunk)))
         await session.execute(delete(Allocation).where(Allocation.trial_id.in_(chunk)))
     await session.execute(delete(Checkpoint).where(Checkpoint.experiment_id == exp.id))
     await session.execute(delete(Trial).where(Trial.experiment_id == exp.id))
+    await session.execute(delete(ExperimentContext).where(ExperimentContext.experiment_id == exp.id))
     await session.delete(exp)
 
 

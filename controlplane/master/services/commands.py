@@ -10,8 +10,15 @@ the job JSON of one role named after its kind, whose command the master writes:
   master's proxy with the user's auth (on the task's own address, requiring the task's secret
   that only the proxy sends), and is stopped after ``idle_timeout`` without traffic.
 
-Their ids are their job-queue ids (UUIDs, as Determined's task ids are). Answers carry Determined's
-``v1Command``/``v1Shell``/``v1Notebook`` fields; a shell's key reaches only its owner (or an admin).
+Their ids are their job-queue ids (UUIDs), and, as in Determined, also their task ids: their
+allocations' ``task_id`` (``GET /api/v1/tasks/{id}`` and its logs). Answers carry Determined's
+``v1Command``/``v1Shell``/``v1Notebook``/``v1Tensorboard`` fields and, for launch and get, the
+``config`` they run with (secrets redacted); a shell's key reaches only its owner (or an admin).
+
+An entrypoint of one string, or a list of one string, runs through the shell (what Determined's
+``command-entrypoint.sh`` does with one argument: ``sh -c "$1"``), so ``det cmd run 'for x in a b; do
+echo $x; done'`` works; a list of several runs as that argv. A TensorBoard shows whole experiments
+(``experimentIds``) or chosen trials (``trialIds``, their experiments' other trials left out).
 """
 
 from __future__ import annotations
@@ -19,16 +26,18 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import anyio
 import msgspec
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import iso, utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.limits import Limits, check_plain
+from controlplane.config.merge import merge_template
 from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.authz import Action, allows, require_owner
 from controlplane.master.db.models import Allocation, Experiment, Metric, PaiJob, Trial, User
@@ -36,8 +45,10 @@ from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser, Principal
+from controlplane.master.redaction import redact_config
 from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import pai_jobs as pai_svc
+from controlplane.master.services import templates
 from controlplane.master.services.experiment_requests import V1File
 from controlplane.master.settings import parse_duration
 from controlplane.state import allocation as A
@@ -47,21 +58,34 @@ KINDS = ("command", "shell", "notebook", "tensorboard")
 SERVED = pai_jobs.SERVED_KINDS  # reached through the master's proxy, stopped when idle
 MAX_EXPERIMENTS = 100
 TENSORBOARD_ENV = "DET_TENSORBOARD_EXPERIMENTS"  # the experiment ids a TensorBoard shows, "1,2"
+TENSORBOARD_TRIALS_ENV = "DET_TENSORBOARD_TRIALS"  # its chosen trials, "3,4" (none: every trial)
+MAX_TRIALS = 1000
+SHELL_USER = "det"  # the user a shell's SSH server names (it takes any; Determined's agentUserGroup.user)
+TASK_UID = 65534  # a sandboxed task's uid and gid (nobody)
 DEFAULT_NOTEBOOK_IDLE_S = 30 * 60
 MAX_CONFIG_BYTES = 256 * 1024
 NOTEBOOK_PATH = "lab"
 MAX_ENTRYPOINT = 64 * 1024
 
 
-class LaunchRequest(msgspec.Struct, rename="camel", kw_only=True):
-    """Determined's ``v1LaunchCommandRequest`` / ``v1LaunchShellRequest`` / ``v1LaunchNotebookRequest``."""
+Id32 = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+TemplateName = Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^\x00]+$")]
 
-    config: dict[str, Any] = {}
-    files: list[V1File] = []
-    template_name: str | None = None
-    # A TensorBoard's experiments (Determined's v1LaunchTensorboardRequest).
-    experiment_ids: list[Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]] = []
-    trial_ids: list[Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]] = []
+
+class LaunchRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1Launch{Command,Shell,Notebook,Tensorboard}Request``. Its client sends an unset
+    field as ``null`` (``det tensorboard start 3`` sends ``"trialIds": null``), and ``det cmd run``'s
+    body names the template ``template_name``, the others ``templateName``."""
+
+    config: dict[str, Any] | None = None
+    files: list[V1File] | None = None
+    template_name: TemplateName | None = None
+    template_name_legacy: TemplateName | None = msgspec.field(default=None, name="template_name")
+    workspace_id: Id32 | None = None  # every command runs in the default workspace (1)
+    preview: bool | None = None  # only check the config and answer it; launch nothing
+    # A TensorBoard's experiments and trials (Determined's v1LaunchTensorboardRequest).
+    experiment_ids: list[Id32] | None = None
+    trial_ids: list[Id32] | None = None
 
 
 def _config(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +98,10 @@ def _config(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
     entry = raw.get("entrypoint")
     if kind == "command":
         if isinstance(entry, list) and entry and all(isinstance(a, str) for a in entry):
-            command = shlex.join(entry)
+            # One argument is a shell command line (Determined's command-entrypoint.sh: sh -c "$1").
+            command = entry[0] if len(entry) == 1 else shlex.join(entry)
+            if not command.strip():
+                raise BadRequest("invalid config: entrypoint: an empty command")
         elif isinstance(entry, str) and entry.strip():
             command = entry
         else:
@@ -149,48 +176,130 @@ def job_json(kind: str, name: str, cfg: dict[str, Any], job_id: str, code: bool)
     return out
 
 
-async def _experiments(rt: MasterRuntime, kind: str, body: LaunchRequest) -> list[int]:
+async def _shown(rt: MasterRuntime, kind: str, body: LaunchRequest) -> tuple[list[int], list[int]]:
+    """A TensorBoard's experiments and its chosen trials (none: every trial of the experiments)."""
+    experiment_ids, trial_ids = body.experiment_ids or [], body.trial_ids or []
     if kind != "tensorboard":
-        if body.experiment_ids or body.trial_ids:
-            raise BadRequest(f"experimentIds: only a TensorBoard shows experiments, not a {kind}")
-        return []
-    if body.trial_ids:
-        raise BadRequest("trialIds: give the trials' experiments (experimentIds); a TensorBoard here shows whole "
-                         "experiments")
-    if not body.experiment_ids or len(body.experiment_ids) > MAX_EXPERIMENTS:
-        raise BadRequest(f"experimentIds: one to {MAX_EXPERIMENTS} experiment ids")
-    ids = list(dict.fromkeys(body.experiment_ids))
+        if experiment_ids or trial_ids:
+            field = "experimentIds" if experiment_ids else "trialIds"
+            raise BadRequest(f"{field}: only a TensorBoard shows experiments and trials, not a {kind}")
+        return [], []
+    if not experiment_ids and not trial_ids:
+        raise BadRequest("experimentIds: give experiment ids or trial ids (trialIds) to show")
+    if len(experiment_ids) > MAX_EXPERIMENTS:
+        raise BadRequest(f"experimentIds: at most {MAX_EXPERIMENTS} experiment ids")
+    if len(trial_ids) > MAX_TRIALS:
+        raise BadRequest(f"trialIds: at most {MAX_TRIALS} trial ids")
+    exp_ids, trials = list(dict.fromkeys(experiment_ids)), list(dict.fromkeys(trial_ids))
     async with rt.sessions() as session:
-        found = set((await session.scalars(select(Experiment.id).where(Experiment.id.in_(ids)))).all())
-    missing = [i for i in ids if i not in found]
+        found = set((await session.scalars(select(Experiment.id).where(Experiment.id.in_(exp_ids)))).all())
+        trial_exps: dict[int, int] = {trial_id: exp_id for trial_id, exp_id in (await session.execute(
+            select(Trial.id, Trial.experiment_id).where(Trial.id.in_(trials)))).all()}
+    missing = [i for i in exp_ids if i not in found]
     if missing:
         raise BadRequest(f"experimentIds: no experiment {', '.join(map(str, missing))}")
-    return ids
+    missing = [i for i in trials if i not in trial_exps]
+    if missing:
+        raise BadRequest(f"trialIds: no trial {', '.join(map(str, missing))}")
+    if trials and exp_ids:  # both: every trial of the experiments, and the trials named besides
+        trials = [*trials, *(await _trials_of(rt, exp_ids))]
+    return list(dict.fromkeys([*exp_ids, *trial_exps.values()])), list(dict.fromkeys(trials))
 
 
-async def launch(rt: MasterRuntime, user: AuthedUser, kind: str, body: LaunchRequest) -> dict[str, Any]:
-    cfg = _config(kind, body.config)
-    experiments = await _experiments(rt, kind, body)
+async def _trials_of(rt: MasterRuntime, experiment_ids: list[int]) -> list[int]:
+    async with rt.sessions() as session:
+        return list((await session.scalars(select(Trial.id).where(Trial.experiment_id.in_(experiment_ids))
+                                           .order_by(Trial.id).limit(MAX_TRIALS))).all())
+
+
+def _ids(job: PaiJob, env: str) -> list[int]:
+    return [int(i) for i in str(job.spec.get("jobEnvs", {}).get(env, "")).split(",") if i.isdigit()]
+
+
+def _effective(kind: str, raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config it runs with, as its answers show it: what was sent (template merged), with what
+    the master settled filled in (Determined answers its config with defaults filled)."""
+    out = dict(raw)
+    out["description"] = cfg["description"]
+    resources = dict(raw.get("resources") or {})
+    resources.update(slots=cfg["slots"], resource_pool=cfg["pool"])
+    out["resources"] = resources
+    environment = dict(raw.get("environment") or {})
+    environment.setdefault("image", cfg["image"])
+    out["environment"] = environment
+    if kind in SERVED and cfg["idle_s"] is not None:
+        out["idle_timeout"] = f"{cfg['idle_s']}s"
+    return out
+
+
+async def _with_template(rt: MasterRuntime, body: LaunchRequest) -> dict[str, Any]:
+    raw = dict(body.config or {})
+    names = [n for n in (body.template_name, body.template_name_legacy) if n]
+    if len(set(names)) > 1:
+        raise BadRequest(f"templateName: names {names[0]!r} but template_name names {names[1]!r}; give one")
+    if not names:
+        return raw
+    merged = merge_template(raw, await templates.config_for_experiment(rt, names[0]))
+    return merged if isinstance(merged, dict) else raw
+
+
+async def launch(rt: MasterRuntime, user: AuthedUser, kind: str, body: LaunchRequest
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The new command, shell, notebook or TensorBoard and its config (with ``preview``: an empty
+    answer and the config, nothing launched)."""
+    given = await _with_template(rt, body)
+    cfg = _config(kind, given)
+    experiments, trials = await _shown(rt, kind, body)
     if experiments:
         cfg["env"][TENSORBOARD_ENV] = ",".join(map(str, experiments))
+    if trials:
+        cfg["env"][TENSORBOARD_TRIALS_ENV] = ",".join(map(str, trials))
     job_id = str(uuid.uuid4())
     name = f"{kind}-{job_id}"
-    raw = job_json(kind, name, cfg, job_id, bool(body.files))
-    job, _, archive, digest = await anyio.to_thread.run_sync(pai_svc.prepare, raw, list(body.files), True)
-    pai_svc.check_pool(rt, job)
     idle = cfg["idle_s"] if cfg["idle_s"] is not None else (DEFAULT_NOTEBOOK_IDLE_S if kind in SERVED else None)
-    row = PaiJob(kind=kind, description=cfg["description"] or f"{kind.capitalize()} ({name})", idle_timeout_s=idle,
+    cfg["description"] = cfg["description"] or f"{kind.capitalize()} ({name})"
+    effective = _effective(kind, given, {**cfg, "idle_s": idle})
+    raw = job_json(kind, name, cfg, job_id, bool(body.files))
+    job, _, archive, digest = await anyio.to_thread.run_sync(pai_svc.prepare, raw, list(body.files or []), True)
+    pai_svc.check_pool(rt, job)
+    if body.preview:
+        return _preview(kind), redact_config(effective)
+    row = PaiJob(kind=kind, description=cfg["description"], idle_timeout_s=idle,
                  name=name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
                  resource_pool=cfg["pool"], job_id=job_id, priority=None, queue_position=time.time(), attempt=1,
                  exit_reason="", created_at=utcnow(), ssh_key=rendezvous.new_ssh_key(),
-                 ssh_host_key=rendezvous.new_ssh_key())
+                 ssh_host_key=rendezvous.new_ssh_key(), config=effective)
     async with rt.orchestrator.transaction() as session:
         session.add(row)
         await session.flush()
         record_initial(session, row, f"{kind} launched")
         pai_jobs.queue_attempt(session, row, "launched")
     rt.orchestrator.wake()
-    return await get(rt, user, kind, job_id)
+    return await get(rt, user, kind, job_id), redact_config(effective)
+
+
+def _preview(kind: str) -> dict[str, Any]:
+    """What Determined answers for a preview: its empty task (every required field at its zero)."""
+    return {"id": "", "description": "", "state": "STATE_UNSPECIFIED", "username": "", "resourcePool": "",
+            "jobId": "", "workspaceId": 0, "startTime": iso(utcnow())}
+
+
+def config_of(job: PaiJob) -> dict[str, Any]:
+    """The config an answer shows (secrets redacted); rebuilt from the job JSON for a row launched
+    before configs were kept."""
+    if job.config is not None:
+        return redact_config(job.config)
+    role = (job.spec.get("taskRoles") or [{}])[0]
+    rebuilt: dict[str, Any] = {
+        "description": job.description,
+        "resources": {"slots": role.get("gpuNumber", 0), "resource_pool": job.resource_pool},
+        "environment": {"image": job.spec.get("image") or "default",
+                        "environment_variables": [f"{k}={v}" for k, v in (job.spec.get("jobEnvs") or {}).items()
+                                                  if k not in (TENSORBOARD_ENV, TENSORBOARD_TRIALS_ENV)]},
+    }
+    if job.kind == "command":
+        rebuilt["entrypoint"] = role.get("command", "")
+    return redact_config(rebuilt)
 
 
 def _state(job: PaiJob, alloc: Allocation | None) -> str:
@@ -217,7 +326,7 @@ def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Pri
         "id": job.job_id, "description": job.description, "state": _state(job, alloc), "container": None,
         "username": username, "userId": job.owner_id, "displayName": username, "resourcePool": job.resource_pool,
         "exitStatus": _exit_status(job, alloc), "jobId": job.job_id, "workspaceId": 1,
-        "startTime": iso(job.created_at), "taskId": alloc.task_id if alloc is not None else "",
+        "startTime": iso(job.created_at), "taskId": alloc.task_id if alloc is not None else job.job_id,
         "allocationId": alloc.id if alloc is not None else "",
         "exitCode": alloc.exit_code if alloc is not None and alloc.state == A.TERMINATED else None,
     }
@@ -226,14 +335,16 @@ def _answer(job: PaiJob, username: str, alloc: Allocation | None, principal: Pri
         out["serviceAddress"] = f"/proxy/{job.job_id}/{NOTEBOOK_PATH}"
     if job.kind == "tensorboard":
         out["serviceAddress"] = f"/proxy/{job.job_id}/"
-        out["experimentIds"] = [int(i) for i in str(job.spec.get("jobEnvs", {}).get(TENSORBOARD_ENV, "")).split(",")
-                                if i.isdigit()]
+        out["experimentIds"] = _ids(job, TENSORBOARD_ENV)
+        out["trialIds"] = _ids(job, TENSORBOARD_TRIALS_ENV)
     if job.kind == "shell":
         spec = pai_jobs.parsed(job)
         ports = pai_svc.ports_by_label(spec.task_roles[0], entry.ports.pai if entry else [])
         out["addresses"] = ([{"hostIp": entry.address if entry else None,
                               "hostPort": int(ports["ssh"].split(",")[0])}] if ports.get("ssh") else [])
         out["hostPublicKey"] = rendezvous.public_key_line(job.ssh_host_key)
+        out["agentUserGroup"] = {"id": 0, "user_id": job.owner_id, "user": SHELL_USER, "uid": TASK_UID,
+                                 "group": SHELL_USER, "gid": TASK_UID}
         if allows(principal, Action.READ_OWN, job.owner_id):
             out["privateKey"] = job.ssh_key
             out["publicKey"] = rendezvous.public_key_line(job.ssh_key)
@@ -255,11 +366,23 @@ async def get(rt: MasterRuntime, principal: Principal, kind: str, job_id: str) -
     return _answer(job, username, alloc, principal)
 
 
-async def list_kind(rt: MasterRuntime, principal: Principal, kind: str, offset: int, limit: int) -> dict[str, Any]:
+async def get_with_config(rt: MasterRuntime, principal: Principal, kind: str, job_id: str
+                          ) -> tuple[dict[str, Any], dict[str, Any]]:
+    job, username, alloc = await _load(rt, kind, job_id)
+    return _answer(job, username, alloc, principal), config_of(job)
+
+
+async def list_kind(rt: MasterRuntime, principal: Principal, kind: str, offset: int, limit: int,
+                    users: Sequence[str] = (), user_ids: Sequence[int] = ()) -> dict[str, Any]:
+    """A page of one kind, newest first; ``users``/``user_ids``: only theirs (Determined's filters)."""
+    where = [PaiJob.kind == kind]
+    if users or user_ids:
+        where.append(or_(User.username.in_(list(users)), PaiJob.owner_id.in_(list(user_ids))))
     async with rt.sessions() as session:
-        total = int(await session.scalar(select(func.count()).select_from(PaiJob).where(PaiJob.kind == kind)) or 0)
+        total = int(await session.scalar(select(func.count()).select_from(PaiJob)
+                                         .join(User, User.id == PaiJob.owner_id).where(*where)) or 0)
         rows = (await session.execute(select(PaiJob, User.username).join(User, User.id == PaiJob.owner_id)
-                                      .where(PaiJob.kind == kind).order_by(PaiJob.id.desc())
+                                      .where(*where).order_by(PaiJob.id.desc())
                                       .offset(offset).limit(limit))).all()
         out = []
         for job, username in rows:
@@ -304,6 +427,20 @@ async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.Pro
                                                                                            job.job_id)))
 
 
+async def shell_target(rt: MasterRuntime, shell_id: str) -> tuple[str, int] | None:
+    """A running shell's SSH server: its address and port (None when it is not placed or has ended)."""
+    async with rt.sessions() as session:
+        job = await session.scalar(select(PaiJob).where(PaiJob.job_id == shell_id, PaiJob.kind == "shell"))
+        if job is None or J.PAI_JOB.is_terminal(job.state):
+            return None
+        allocs = await pai_jobs.attempt_allocations(session, job)
+    if not allocs or allocs[0].state not in (A.ASSIGNED, A.RUNNING):
+        return None
+    entry = gang.resources_of(allocs[0])[0]
+    ssh = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], entry.ports.pai).get("ssh")
+    return (entry.address or "127.0.0.1", int(ssh.split(",")[0])) if ssh else None
+
+
 class Scalar(msgspec.Struct, rename="camel", kw_only=True):
     id: int
     experiment_id: int
@@ -326,11 +463,12 @@ async def tensorboard_scalars(rt: MasterRuntime, task_id: str, after: int, limit
                                    .where(Allocation.task_id == task_id, PaiJob.kind == "tensorboard").limit(1))
         if job is None:
             raise NotFound(f"task {task_id} is not a TensorBoard")
-        ids = [int(i) for i in str(job.spec.get("jobEnvs", {}).get(TENSORBOARD_ENV, "")).split(",") if i.isdigit()]
+        ids, trial_ids = _ids(job, TENSORBOARD_ENV), _ids(job, TENSORBOARD_TRIALS_ENV)
+        shown = Metric.trial_id.in_(trial_ids) if trial_ids else Trial.experiment_id.in_(ids)
         rows = (await session.execute(
             select(Metric.id, Trial.experiment_id, Metric.trial_id, Metric.group, Metric.steps_completed,
                    Metric.metrics).join(Trial, Trial.id == Metric.trial_id)
-            .where(Trial.experiment_id.in_(ids), Metric.id > after).order_by(Metric.id).limit(limit))).all()
+            .where(shown, Metric.id > after).order_by(Metric.id).limit(limit))).all()
     out = [Scalar(id=row_id, experiment_id=exp_id, trial_id=trial_id, group=group, steps_completed=steps,
                   metrics={k: float(v) for k, v in (values or {}).items()
                            if isinstance(v, (int, float)) and not isinstance(v, bool)})

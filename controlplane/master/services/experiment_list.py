@@ -56,6 +56,10 @@ def _best_metric() -> Any:
                 else_=values.with_only_columns(func.min(Trial.searcher_metric_value)).scalar_subquery())
 
 
+# What a listed row never shows: the YAML as submitted and the searcher's snapshot (its code lives in
+# experiment_contexts).
+LIST_DEFERRED = (defer(Experiment.original_config), defer(Experiment.searcher_state))
+
 # SORT_BY_* -> the column or expression (None: by id alone).
 SORTS: dict[str, Any] = {
     "SORT_BY_UNSPECIFIED": None,
@@ -176,13 +180,26 @@ def _ordered(q: Any, f: ExperimentFilter) -> Any:
 
 async def page(session: AsyncSession, f: ExperimentFilter, *, offset: int,
                limit: int) -> tuple[list[tuple[Experiment, str]], int]:
-    """A page of the matching experiments (without their code or original YAML) with their owner's
-    name, and how many match."""
+    """A page of the matching experiments (without their original YAML or searcher snapshot:
+    progress comes from ``progress_basis``) with their owner's name, and how many match."""
     q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
-         .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+         .options(*LIST_DEFERRED))
     conds = _where(session, f)
     if conds:
         q = q.where(and_(*conds))
-    total = await session.scalar(select(func.count()).select_from(q.with_only_columns(Experiment.id).subquery()))
+    total = await count(session, q, joins_user=bool(f.users))
     rows: Sequence[Any] = (await session.execute(_ordered(q, f).offset(offset).limit(limit))).all()
     return [(e, username) for e, username in rows], int(total or 0)
+
+
+async def count(session: AsyncSession, q: Any, *, joins_user: bool) -> int:
+    """How many rows ``q`` (experiments joined with their owner) matches, counted without the join
+    unless a condition names the owner: every experiment has one, and without the join an
+    unfiltered count is read from an index rather than from every experiment's row."""
+    counted = select(func.count()).select_from(Experiment)
+    if joins_user:
+        counted = counted.join(User, User.id == Experiment.owner_id)
+    where = q.whereclause
+    if where is not None:
+        counted = counted.where(where)
+    return int(await session.scalar(counted) or 0)

@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import defer
 
-from controlplane.master.db.models import Experiment, Metric, Trial, User
+from controlplane.master.db.models import Experiment, ExperimentContext, Metric, Trial, TrialMetricSummary, User
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import progress
 from controlplane.master.services import experiment_list as listing
@@ -64,8 +64,27 @@ async def experiment_row(session: AsyncSession, exp_id: int) -> Experiment:
     return exp
 
 
+async def model_definition(session: AsyncSession, exp_id: int) -> bytes:
+    """The experiment's code (the tar.gz of its context), or NotFound naming it."""
+    archive = await session.scalar(select(ExperimentContext.model_definition)
+                                   .where(ExperimentContext.experiment_id == exp_id))
+    if archive is None:
+        raise NotFound(f"experiment {exp_id} not found")
+    return archive
+
+
+async def _shown_row(session: AsyncSession, exp_id: int, *deferred: Any) -> Experiment:
+    """The experiment row without what answers never show (the searcher's snapshot: progress comes
+    from ``progress_basis``), or NotFound naming it."""
+    exp = await session.scalar(select(Experiment).where(Experiment.id == exp_id).options(
+        defer(Experiment.searcher_state), *deferred))
+    if exp is None:
+        raise NotFound(f"experiment {exp_id} not found")
+    return exp
+
+
 async def experiment(session: AsyncSession, exp_id: int) -> ExperimentRead:
-    exp = await experiment_row(session, exp_id)
+    exp = await _shown_row(session, exp_id)
     username = await session.scalar(select(User.username).where(User.id == exp.owner_id)) or ""
     trial_ids = list((await session.scalars(
         select(Trial.id).where(Trial.experiment_id == exp_id).order_by(Trial.id))).all())
@@ -96,7 +115,7 @@ async def experiments_page(session: AsyncSession, f: listing.ExperimentFilter, *
 async def trials_page(session: AsyncSession, exp_id: int, *, offset: int,
                       limit: int) -> tuple[Experiment, list[Trial], int]:
     """The experiment, a page of its trials by id, and how many it has."""
-    exp = await experiment_row(session, exp_id)
+    exp = await _shown_row(session, exp_id, defer(Experiment.original_config))
     q = select(Trial).where(Trial.experiment_id == exp_id).order_by(Trial.id)
     total = await session.scalar(select(func.count()).select_from(q.subquery())) or 0
     trials = list((await session.scalars(q.offset(offset).limit(limit))).all())
@@ -107,9 +126,8 @@ async def trial(session: AsyncSession, trial_id: int) -> tuple[Trial, Experiment
     found = await session.get(Trial, trial_id)
     if found is None:
         raise NotFound(f"trial {trial_id} not found")
-    exp = await session.get(Experiment, found.experiment_id)
-    assert exp is not None  # a trial's experiment row exists (foreign key)
-    return found, exp
+    # a trial's experiment row exists (foreign key)
+    return found, await _shown_row(session, found.experiment_id, defer(Experiment.original_config))
 
 
 async def existing_trials(sessions: async_sessionmaker[Any], trial_ids: Sequence[int]) -> set[int]:
@@ -122,20 +140,20 @@ async def validation_summaries(session: AsyncSession, trial_ids: list[int]
                                ) -> tuple[dict[int, Validation], dict[int, Validation]]:
     """Per trial: (best validation, latest validation) as Determined's MetricsWorkload.
 
-    Two indexed reads, a row or two per trial however many validations it has: the latest by
-    (steps, id), the best at the steps the write path recorded with the searcher metric.
+    Two indexed reads, a row or two per trial however many validations it has: the latest, by
+    (steps, id), is the one its validation summary names (``metric_summaries.py``, kept at write
+    time), the best at the steps the write path recorded with the searcher metric.
     """
     best: dict[int, Validation] = {}
     latest: dict[int, Validation] = {}
     if not trial_ids:
         return best, latest
     cols = (Metric.trial_id, Metric.steps_completed, Metric.metrics, Metric.report_time)
-    newest = select(*cols, func.row_number().over(
-        partition_by=Metric.trial_id, order_by=(Metric.steps_completed.desc(), Metric.id.desc())).label("rn")
-    ).where(Metric.trial_id.in_(trial_ids), Metric.group == "validation").subquery()
+    newest = (select(*cols).join(TrialMetricSummary, TrialMetricSummary.last_id == Metric.id)
+              .where(TrialMetricSummary.trial_id.in_(trial_ids), TrialMetricSummary.group == "validation"))
     # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
-    newest_rows: Sequence[Any] = (await session.execute(select(newest).where(newest.c.rn == 1))).all()
-    for tid, steps, metrics, at, _ in newest_rows:
+    newest_rows: Sequence[Any] = (await session.execute(newest)).all()
+    for tid, steps, metrics, at in newest_rows:
         latest[tid] = Validation(steps, metrics, at)
     at_best = (select(*cols).join(Trial, and_(Trial.id == Metric.trial_id,
                                               Metric.steps_completed == Trial.best_validation_steps))
@@ -160,10 +178,10 @@ async def find_experiment(session: AsyncSession, exp_id: int) -> Experiment | No
 
 
 async def experiment_without_code(session: AsyncSession, exp_id: int) -> Experiment | None:
-    """The experiment row without its code (up to 95 MiB) and submitted YAML, which no page shows;
-    None for no such experiment."""
+    """The experiment row without its submitted YAML, which no page shows (its code is in
+    ``experiment_contexts``); None for no such experiment."""
     return await session.scalar(select(Experiment).where(Experiment.id == exp_id)
-                                .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+                                .options(defer(Experiment.original_config)))
 
 
 async def experiment_names(session: AsyncSession, exp_ids: Sequence[int]) -> dict[int, str]:
@@ -189,7 +207,7 @@ async def experiment_list(session: AsyncSession, *, state: str, owner: str, labe
     many match: filtered (an empty filter is no filter; ``search`` in the name or description, or
     the id), sorted by ``LIST_SORT_COLUMNS[sort]`` in ``order`` ("asc" or "desc") and paged in SQL."""
     q = (select(Experiment, User.username).join(User, User.id == Experiment.owner_id)
-         .options(defer(Experiment.model_definition), defer(Experiment.original_config)))
+         .options(*listing.LIST_DEFERRED))
     q = q.where(Experiment.archived.is_(archived))
     if state:
         q = q.where(Experiment.state == state)
@@ -201,7 +219,7 @@ async def experiment_list(session: AsyncSession, *, state: str, owner: str, labe
         words = or_(Experiment.name.icontains(search, autoescape=True),
                     Experiment.description.icontains(search, autoescape=True))
         q = q.where(or_(words, Experiment.id == int(search)) if search.isdigit() and len(search) < 10 else words)
-    total = await session.scalar(select(func.count()).select_from(q.with_only_columns(Experiment.id).subquery()))
+    total = await listing.count(session, q, joins_user=bool(owner))
     column = LIST_SORT_COLUMNS[sort]
     by = column.asc() if order == "asc" else column.desc()
     tie = Experiment.id.asc() if order == "asc" else Experiment.id.desc()

@@ -24,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import msgspec
-from sqlalchemy import DateTime, bindparam, text
+from sqlalchemy import CursorResult, DateTime, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from controlplane.common.timeutil import utcnow
@@ -37,7 +38,7 @@ from controlplane.master.authz import Action
 from controlplane.master.background import BackgroundLoop
 from controlplane.master.errors import ApiError, Conflict
 from controlplane.master.principals import TaskPrincipal
-from controlplane.master.services import fencing
+from controlplane.master.services import fencing, metric_summaries
 from controlplane.state import allocation as A
 
 log = logging.getLogger(__name__)
@@ -118,14 +119,18 @@ _SQLITE_UPDATE = text(
 # one prepared plan whatever the size); SQLite runs one prepared statement over them (executemany).
 _COLS = "trial_id, trial_run_id, metric_group, steps_completed, metrics, batch_metrics, report_time"
 _REPORT_KEY = "trial_id, trial_run_id, metric_group, steps_completed"
+# The rows inserted come back (PostgreSQL: RETURNING; SQLite, whose executemany returns no rows: how
+# many it stored and the last id, the write lock being held) for the trials' summary metrics.
 _PG_INSERT = text(
     f"INSERT INTO metrics ({_COLS}) SELECT i, r, g, s, CAST(m AS json), CAST(b AS json), t "
     "FROM unnest(CAST(:trials AS integer[]), CAST(:runs AS integer[]), CAST(:groups AS varchar[]), "
     "CAST(:steps AS bigint[]), CAST(:metrics AS text[]), CAST(:batch AS text[]), CAST(:times AS timestamptz[])) "
-    f"AS u(i, r, g, s, m, b, t) ON CONFLICT ({_REPORT_KEY}) DO NOTHING")
+    f"AS u(i, r, g, s, m, b, t) ON CONFLICT ({_REPORT_KEY}) DO NOTHING RETURNING id, {_REPORT_KEY}")
 _SQLITE_INSERT = text(
     f"INSERT INTO metrics ({_COLS}) VALUES (:trial_id, :run, :group, :steps, :metrics, :batch, :at) "
     f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING").bindparams(bindparam("at", type_=DateTime(timezone=True)))
+_SQLITE_LAST_ROWID = text("SELECT last_insert_rowid()")
+_SQLITE_INSERTED = text(f"SELECT id, {_REPORT_KEY} FROM metrics WHERE id >= :first ORDER BY id")
 _json = msgspec.json.Encoder().encode
 
 
@@ -134,7 +139,9 @@ def _is_pg(session: AsyncSession) -> bool:
 
 
 async def insert_rows(session: AsyncSession, batches: list[RowsFor], now: datetime) -> None:
-    """INSERTs the reports of ``batches`` (a report without a time gets ``now``)."""
+    """INSERTs the reports of ``batches`` (a report without a time gets ``now``) and folds those
+    stored (not a repeat the unique index skipped) into their trials' summary metrics, in the same
+    transaction (``metric_summaries.py``). The caller holds the trials' rows."""
     trials: list[int] = []
     runs: list[int] = []
     groups: list[str] = []
@@ -152,13 +159,33 @@ async def insert_rows(session: AsyncSession, batches: list[RowsFor], now: dateti
             batch.append(None if r.batch_metrics is None else _json(r.batch_metrics).decode())
             # stored in UTC: SQLite keeps a timestamp's digits and drops its offset
             times.append(now if r.report_time is None else r.report_time.astimezone(UTC))
+    reports = [r.avg_metrics for b in batches for r in b.reports]
+    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
+    inserted: Sequence[Any]
     if _is_pg(session):
-        await session.execute(_PG_INSERT, {"trials": trials, "runs": runs, "groups": groups, "steps": steps,
-                                           "metrics": metrics, "batch": batch, "times": times})
+        inserted = sorted((await session.execute(_PG_INSERT, {
+            "trials": trials, "runs": runs, "groups": groups, "steps": steps, "metrics": metrics, "batch": batch,
+            "times": times})).all(), key=lambda row: row[0])
     else:
-        await session.execute(_SQLITE_INSERT, [
+        result = await session.execute(_SQLITE_INSERT, [
             {"trial_id": i, "run": r, "group": g, "steps": s, "metrics": m, "batch": b, "at": t}
             for i, r, g, s, m, b, t in zip(trials, runs, groups, steps, metrics, batch, times, strict=True)])
+        stored = cast(CursorResult[Any], result).rowcount  # executemany: the rows of every parameter set
+        if not stored:
+            return
+        # The write lock is held: the rows stored took the ids after the largest, one by one.
+        first = int(await session.scalar(_SQLITE_LAST_ROWID) or 0) - stored + 1
+        if stored == len(reports):  # every report stored (no repeat): ids in report order
+            await metric_summaries.add_reports(session, zip(trials, groups, range(first, first + stored), steps,
+                                                            reports, strict=True))
+            return
+        inserted = (await session.execute(_SQLITE_INSERTED, {"first": first})).all()
+    # Each stored row's values: the first report of its key (a repeat in the same batch was skipped).
+    values: dict[tuple[int, int, str, int], dict[str, Any]] = {}
+    for key in zip(trials, runs, groups, steps, reports, strict=True):
+        values.setdefault(key[:4], key[4])
+    await metric_summaries.add_reports(session, [(trial, group, row_id, steps, values[(trial, run, group, steps)])
+                                                 for row_id, trial, run, group, steps in inserted])
 
 
 async def _update_trials(session: AsyncSession, group: list[_Pending]) -> set[int]:

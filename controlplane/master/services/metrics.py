@@ -9,7 +9,8 @@ fenced (``services/fencing.py``): a task's superseded run, or a user who does no
 stores nothing.
 
 Reads page (``services/paging.py``): rows come in (group, step, id) order, or (step, id) order
-within one group, each page an indexed range read.
+within one group, each page an indexed range read; the first page's ``total`` is the count the
+trial's summary metrics keep (``metric_summaries.py``), so no page counts the trial's reports.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, case, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.bounded_cache import BoundedCache
@@ -30,7 +31,7 @@ from controlplane.master.db.models import Experiment, Metric, Trial
 from controlplane.master.errors import BadRequest, NotFound
 from controlplane.master.principals import Principal, TaskPrincipal
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import fencing
+from controlplane.master.services import fencing, metric_summaries
 from controlplane.master.services.metric_writer import Report, RowsFor, TrialUpdate, insert_rows
 from controlplane.master.services.paging import (
     MAX_INT64,
@@ -287,8 +288,8 @@ async def trial_metrics(session: AsyncSession, trial_id: int, group: str | None,
     base = select(*_COLUMNS).where(Metric.trial_id == trial_id)
     order = (Metric.steps_completed, Metric.id) if group else (Metric.group, Metric.steps_completed, Metric.id)
     if cursor is None:
-        count = select(func.count()).select_from(Metric).where(Metric.trial_id == trial_id)
-        total = await session.scalar(count.where(Metric.group == group) if group else count) or 0
+        # The stored count of the trial's summary metrics: a row per group, never a count of its reports.
+        total = await metric_summaries.report_count(session, trial_id, [group] if group else None)
         stmt = base.where(Metric.group == group) if group else base
         rows = list((await session.execute(stmt.order_by(*order).offset(offset).limit(size + 1))).all())
     else:

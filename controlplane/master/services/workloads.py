@@ -3,7 +3,9 @@
 
 The three kinds are three indexed, ordered, limited reads merged by the database (UNION ALL of
 already-limited parts), so a page costs about its own size whether it is the first or, through
-the cursor, the thousandth. Order: (step, kind: training < validation < checkpoint, row id / uuid).
+the cursor, the thousandth; the first page's total takes the reports' count from the trial's
+summary metrics (``metric_summaries.py``) and counts only checkpoints. Order: (step, kind:
+training < validation < checkpoint, row id / uuid).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import iso
 from controlplane.master.db.models import Checkpoint, Metric, Trial
 from controlplane.master.errors import NotFound
+from controlplane.master.services import metric_summaries
 from controlplane.master.services.paging import (
     Pagination,
     decode_cursor,
@@ -66,8 +69,7 @@ def _parts(trial_id: int, key: _Key | None, per_part: int) -> Any:
 
 
 async def _total(session: AsyncSession, trial_id: int) -> int:
-    metrics = await session.scalar(select(func.count()).select_from(Metric).where(
-        Metric.trial_id == trial_id, Metric.group.in_(KINDS))) or 0
+    metrics = await metric_summaries.report_count(session, trial_id, list(KINDS))  # kept at write time
     ckpts = await session.scalar(select(func.count()).select_from(Checkpoint).where(
         Checkpoint.trial_id == trial_id)) or 0
     return metrics + ckpts

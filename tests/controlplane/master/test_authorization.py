@@ -90,14 +90,17 @@ def is_task_proxy(path: str) -> bool:
 def test_the_task_proxy_is_a_link_on_the_master_and_signs_in_itself_on_its_own_origin(api):
     """Left out of the schema walk (any method, any path, the task's own answers). On the master,
     ``/proxy/...`` is a GET link (VIEW in the guard; the handler checks the owner before it mints a
-    ticket); the proxy's own app serves ``/proxy/...`` and nothing else, every handler PUBLIC in the
+    ticket) and a WebSocket that reaches nothing but a running shell's SSH server (PUBLIC: Determined's
+    tunnel signs nothing in, SSH authenticates; tests/controlplane/master/api/test_shell_tunnel.py);
+    the proxy's own app serves ``/proxy/...`` and nothing else, every handler PUBLIC in the
     guard because it signs callers in itself and checks the owner
     (tests/controlplane/master/test_task_proxy.py)."""
     from controlplane.master.app import create_proxy_app
 
     master = {k: route_action(h) for k, h in handlers_of(api._transport.app).items() if is_task_proxy(k[1])}
-    assert {m for m, _ in master} == {"GET", "HEAD"}, sorted(master)
-    assert set(master.values()) == {Action.VIEW}, master
+    assert {m for m, _ in master} == {"GET", "HEAD", "WEBSOCKET"}, sorted(master)
+    assert {a for (m, _), a in master.items() if m != "WEBSOCKET"} == {Action.VIEW}, master
+    assert {a for (m, _), a in master.items() if m == "WEBSOCKET"} == {Action.PUBLIC}, master
     routes = handlers_of(create_proxy_app(api.rt))
     assert all(is_task_proxy(p) for _, p in routes), sorted(routes)
     assert ("POST", "/proxy/{task_id}/{path}") in routes and ("WEBSOCKET", "/proxy/{task_id}/{path}") in routes

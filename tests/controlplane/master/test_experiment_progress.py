@@ -93,9 +93,9 @@ async def test_a_config_this_version_cannot_read_does_not_fail_the_listing(api):
     from controlplane.master.db.models import Experiment
 
     exp_id = await create_experiment(api)
-    async with api.rt.sessions.begin() as session:
+    async with api.rt.sessions.begin() as session:  # last saved by an older master: no progress basis
         await session.execute(update(Experiment).where(Experiment.id == exp_id).values(
-            config={"searcher": {"name": "retired"}}, progress=0.4))
+            config={"searcher": {"name": "retired"}}, progress=0.4, progress_basis=None))
     r = await api.get("/api/v1/experiments")
     assert r.status_code == 200, r.text
     assert [e["progress"] for e in r.json()["experiments"]] == [0.4]  # the one stored at its last event

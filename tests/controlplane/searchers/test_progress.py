@@ -45,3 +45,25 @@ def test_a_search_where_every_trial_failed_is_not_done():
     for request_id in ids:
         asha.on_trial_exited(request_id, "errored")
     assert asha.progress() == pytest.approx(1 / 4.8)  # not 1: the search failed where it stood
+
+
+def test_a_stored_basis_gives_the_searchers_own_progress():
+    """What a listing computes from ``progress_basis()`` (stored as JSON) is exactly ``progress()``."""
+    import json
+
+    from controlplane.searchers.progress import basis_counts_trials, from_basis
+
+    s = make_searcher(config("random", max_trials=4, max_concurrent_trials=2, max_length={"batches": 100}))
+    r1, r2 = (a.request_id for a in s.initial_actions())
+    trials = {r1: TrialProgress(batches=90), r2: TrialProgress(batches=33, reported=0.1)}
+    steps = [lambda: None, lambda: s.on_trial_exited(r1, "completed"), lambda: s.on_trial_exited(r2, "errored")]
+    for step in steps:
+        step()
+        basis = json.loads(json.dumps(s.progress_basis()))
+        assert from_basis(basis, trials) == s.progress(trials)
+    assert basis["completed"] == 1 and basis_counts_trials(basis) == [r2, "r3", "r4"]  # r1 counts whole
+    asha = make_searcher(config("async_halving", max_trials=4, num_rungs=2, divisor=2, max_concurrent_trials=4,
+                                max_length={"batches": 4}))
+    ids = [a.request_id for a in asha.initial_actions()]
+    asha.on_validation(ids[0], 0.5, 2)
+    assert asha.progress_basis() == {"value": asha.progress()} and basis_counts_trials(asha.progress_basis()) == []

@@ -26,6 +26,7 @@ from controlplane.master.services import experiment_reads, metric_series
 from controlplane.master.webui import render
 from controlplane.master.webui.pages.experiments import actions
 from controlplane.searchers.asha import EXITED, AshaSearcher
+from controlplane.searchers.registry import uses_validations
 
 TRIALS_PAGE = 100
 MAX_SCATTER = 1000  # trials in the hyperparameter view
@@ -39,7 +40,10 @@ class Rung:
 
 
 def searcher_rungs(exp: Experiment, trial_of: dict[str, int]) -> list[list[Rung]] | None:
-    """ASHA's brackets as stored in the searcher's snapshot; None for searchers without rungs."""
+    """ASHA's brackets as stored in the searcher's snapshot; None for searchers without rungs (not
+    loaded: the planned searchers' snapshots are never parsed for the page)."""
+    if not uses_validations(exp.searcher.name):
+        return None
     try:
         searcher = searcher_runtime.load(exp)
     except (ValueError, KeyError, TypeError):
