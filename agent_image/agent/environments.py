@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from controlplane.wire.agent_protocol import DEFAULT_ENVIRONMENT
 
@@ -30,11 +31,29 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 60.0
 # Run by the environment's interpreter (isolated: no PYTHON* variables, no user site): where it lives.
-_PROBE = (
+# Where pip puts packages under a prefix of this interpreter's (relative to it): a venv over it
+# (``task_python.py``'s layers), then ``pip --prefix`` (its preferred prefix scheme: ``posix_local`` on
+# Debian's own Python adds ``local/``). Defined once, run in the probe and in the agent for ``default``.
+_LAYER_LIBS = (
+    "def layer_libs():\n"
+    " import sysconfig\n"
+    " names = sysconfig.get_scheme_names()\n"
+    " pick = getattr(sysconfig, 'get_preferred_scheme', None)\n"
+    " prefix = pick('prefix') if pick else 'posix_prefix'\n"
+    " out = []\n"
+    " for scheme, key in (('venv' if 'venv' in names else 'posix_prefix', 'purelib'), (prefix, 'purelib'),\n"
+    "                     (prefix, 'platlib')):\n"
+    "  path = sysconfig.get_path(key, scheme, vars={'base': '/@', 'platbase': '/@'})\n"
+    "  if path.startswith('/@/') and path[3:] not in out:\n"
+    "   out.append(path[3:])\n"
+    " return out\n"
+)
+_PROBE = _LAYER_LIBS + (
     "import importlib.util,json,os,sys;print(json.dumps({'prefix':sys.prefix,'base_prefix':sys.base_prefix,"
     "'exec_prefix':sys.exec_prefix,'base_exec_prefix':sys.base_exec_prefix,"
     "'executable':os.path.realpath(sys.executable),'path':[p for p in sys.path if p],"
-    "'version':sys.version.split()[0],'determined':importlib.util.find_spec('determined') is not None}))"
+    "'version':sys.version.split()[0],'determined':importlib.util.find_spec('determined') is not None,"
+    "'layer_libs':layer_libs()}))"
 )
 
 
@@ -51,6 +70,8 @@ class TaskEnvironment:
     paths: tuple[Path, ...] = ()  # what a task must see to run it (real paths)
     version: str = ""
     determined_harness: bool = False  # Determined's own package is installed: its launcher runs Trial classes
+    sys_path: tuple[str, ...] = ()  # its own sys.path, in order (what a layer over it adds: task_python.py)
+    layer_libs: tuple[str, ...] = ()  # where pip puts packages under a prefix, relative to it (_LAYER_LIBS)
 
 
 def _interpreter(path: Path) -> Path:
@@ -91,7 +112,7 @@ def probe(name: str, path: Path, timeout: float = PROBE_TIMEOUT_S) -> TaskEnviro
     seen = [info["prefix"], info["base_prefix"], info["exec_prefix"], info["base_exec_prefix"],
             os.path.dirname(info["executable"]), str(python.parent), *info["path"]]
     env = TaskEnvironment(name, python, python.parent, venv, _real_paths(seen), str(info.get("version", "")),
-                          bool(info.get("determined")))
+                          bool(info.get("determined")), tuple(info["path"]), tuple(info.get("layer_libs") or ()))
     if not (env.bin_dir / "python3").exists():
         log.warning("environment %s: %s has no python3, so `python3` in its tasks is not %s", name, env.bin_dir,
                     python)
@@ -104,8 +125,11 @@ def default_environment() -> TaskEnvironment:
 
     python = Path(sys.executable)
     venv = Path(sys.prefix) if sys.prefix != sys.base_prefix else None
+    scope: dict[str, Any] = {}
+    exec(_LAYER_LIBS, scope)  # this module's own constant, the code the probe runs
     return TaskEnvironment(DEFAULT_ENVIRONMENT, python, python.parent, venv, tuple(runtime_paths()),
-                           sys.version.split()[0])
+                           sys.version.split()[0], sys_path=tuple(p for p in sys.path if p),
+                           layer_libs=tuple(scope["layer_libs"]()))
 
 
 def load_environments(declared: Iterable[tuple[str, Path]]) -> dict[str, TaskEnvironment]:

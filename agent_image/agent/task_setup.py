@@ -4,7 +4,11 @@ Reproduces what Determined's ``prep_container`` + ``entrypoint.sh`` give a trial
 (reference §4.1–4.3): ``DET_INFO_DIR`` names the info files (``/run/determined/info`` in the
 sandbox), the cwd is the unpacked context (``/run/determined/workdir`` in the sandbox),
 ``startup-hook.sh`` is sourced by bash, and ``python3`` on ``PATH`` is the task environment's
-(``environments.py``; ``default`` is the agent's own interpreter).
+(``environments.py``; ``default`` is the agent's own interpreter). The platform's own in-task
+wrappers (``AGENT_WRAPPERS``: an OpenPAI task's, a command's, shell's, notebook's or TensorBoard's
+``python3 -m controlplane.exec.pai_task CMD``) run under the agent's interpreter, whichever the
+environment, so a task environment without this platform's package (Determined's own venv) runs
+them too; the command they start finds the environment's ``python3`` first on ``PATH``.
 The agent's join token never reaches a task's environment.
 """
 
@@ -32,6 +36,10 @@ PORTS_FILE = "ports.json"
 # Determined's legacy entrypoint, a Trial class as ``module:Class`` (dotted module, identifiers only).
 LEGACY_ENTRYPOINT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 AGENT_SECRETS = ("DET_AGENT_JOIN_TOKEN",)
+AGENT_WRAPPERS = frozenset({"controlplane.exec.pai_task"})  # `python3 -m` these: the agent's interpreter
+# A startup hook that fails (its last command, or an `exit`) before the entrypoint starts leaves the file
+# $DET_SETUP_FAILED_FILE names, so the agent tells a failed setup from a failed entrypoint (task_python.py).
+HOOK_GUARD = "trap '[ $? = 0 ] || : > \"${DET_SETUP_FAILED_FILE:-/dev/null}\"' EXIT; "
 
 
 def write_private_json(path: Path, data: Any) -> None:
@@ -200,6 +208,11 @@ def build_env(
         env.pop("VIRTUAL_ENV", None)
     if environment is not None and environment.python != Path(sys.executable):
         env.pop("PYTHONHOME", None)  # the agent's, if any, is not the environment's
+    if environment is not None and environment.determined_harness:
+        # Determined 0.38.1's Trainer restores with torch.load's old default (torch < 2.6 loads full
+        # pickles): without this a paused or preempted PyTorchTrial cannot resume on a newer torch.
+        # It loads the trial's own checkpoints, or a warm-start source its owner chose and may read.
+        env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     return env
 
 
@@ -214,6 +227,24 @@ def legacy_command(trial: str, slots_per_trial: int, determined_harness: bool = 
     return ["python3", "-m", "controlplane.exec.harness", trial]
 
 
+# Determined's launcher modules, run as this project's in an environment without Determined's package
+# (``python3 -m determined.launch.torch_distributed --trial model_def:MyTrial``, as the seeds write it).
+_DETERMINED_LAUNCH = re.compile(r"(-m\s+)determined\.launch\.(torch_distributed|deepspeed|horovod|autohorovod|"
+                                r"wrap_rank)\b")
+
+
+def ours_for_determined(text: str, slots_per_trial: int) -> str:
+    """``-m determined.launch.X`` -> ``-m launchers.X``; ``autohorovod`` is Horovod's launcher for a
+    gang of several slots and, as Determined's, no Horovod at all for one (torch's runs the worker)."""
+    def ours(m: re.Match[str]) -> str:
+        name = m.group(2)
+        if name == "autohorovod":
+            name = "horovod" if slots_per_trial > 1 else "torch_distributed"
+        return f"{m.group(1)}launchers.{name}"
+
+    return _DETERMINED_LAUNCH.sub(ours, text)
+
+
 def build_command(entrypoint: str | list[str], context_dir: Path, slots_per_trial: int = 1,
                   determined_harness: bool = False) -> list[str]:
     """argv for the entrypoint, sourcing ``startup-hook.sh`` first when the context has one.
@@ -221,15 +252,21 @@ def build_command(entrypoint: str | list[str], context_dir: Path, slots_per_tria
     Determined's package) pick how a legacy ``module:Class`` entrypoint runs."""
     if isinstance(entrypoint, str) and LEGACY_ENTRYPOINT.fullmatch(entrypoint.strip()):
         entrypoint = legacy_command(entrypoint.strip(), slots_per_trial, determined_harness)
+    if not determined_harness:
+        entrypoint = (ours_for_determined(entrypoint, slots_per_trial) if isinstance(entrypoint, str) else
+                      shlex.split(ours_for_determined(shlex.join(map(str, entrypoint)), slots_per_trial)))
     if isinstance(entrypoint, str):
         if (context_dir / STARTUP_HOOK).is_file():
-            return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec sh -c {shlex.quote(entrypoint)}"]
+            return ["bash", "-c", f"{HOOK_GUARD}source ./{STARTUP_HOOK} && trap - EXIT && exec sh -c "
+                                  f"{shlex.quote(entrypoint)}"]
         return ["sh", "-c", entrypoint]
     argv = [str(a) for a in entrypoint]
     if not argv:
         raise ValueError("empty entrypoint")
+    if len(argv) > 2 and argv[0] == "python3" and argv[1] == "-m" and argv[2] in AGENT_WRAPPERS:
+        argv[0] = sys.executable
     if (context_dir / STARTUP_HOOK).is_file():
-        return ["bash", "-c", f"source ./{STARTUP_HOOK} && exec {shlex.join(argv)}"]
+        return ["bash", "-c", f"{HOOK_GUARD}source ./{STARTUP_HOOK} && trap - EXIT && exec {shlex.join(argv)}"]
     return argv
 
 

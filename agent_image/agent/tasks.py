@@ -7,7 +7,8 @@ processes, see ``sandbox.py``), ship its output, and queue ``TaskStarted`` / ``T
 directory is removed (its logs are already in the outbox). A task's process group is treated
 like a container: when its leader exits, or a kill's grace runs out, whatever is left in the
 group gets SIGKILL. A task that holds more than its disk quota in the directories it writes is
-stopped (``disk_quota.py``).
+stopped (``disk_quota.py``). A task gets a writable Python layer of its own, and its
+``environment.pip_requirements`` are installed, or found installed, before it starts (``task_python.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from controlplane.wire.agent_protocol import (
     TaskStarted,
 )
 
-from . import overlay
+from . import overlay, pai_outputs, task_python
 from .context_cache import ContextCache
 from .disk_quota import enforce, format_size
 from .environments import TaskEnvironment, default_environment
@@ -124,6 +125,10 @@ class TaskHandle:
     # the host directories it writes (its work dir, its checkpoint staging directory)
     written: list[Path] = field(default_factory=list)
     exit_reason: str = ""  # why the agent stopped it, when it did so on its own
+    stop: asyncio.Event = field(default_factory=asyncio.Event)  # set with kill_requested
+    started: bool = False  # TaskStarted is sent (at its first process: the requirements' install)
+    launches: int = 0  # processes started (a late "ready" of an earlier one is not the current one's)
+    layer_key: str = ""  # the requirements layer it holds (task_python.RequirementLayers)
 
 
 def exit_code_of(returncode: int) -> int:
@@ -158,6 +163,7 @@ class TaskRunner:
         self._outbox = outbox
         self._cluster_id = cluster_id
         self._contexts = ContextCache(work_dir / "contexts")
+        self._layers = task_python.RequirementLayers(work_dir / "python-layers")
         self._sandbox = sandbox
         self._disk_quota = disk_quota  # bytes a task may hold in what it writes; None: no limit
         self._networks = networks  # None: sandboxed tasks share the host's network
@@ -212,6 +218,7 @@ class TaskRunner:
     # -- internals -----------------------------------------------------------------------------
     def _signal(self, handle: TaskHandle, grace: float) -> None:
         handle.kill_requested = True
+        handle.stop.set()
         proc = handle.process
         if proc is None or proc.returncode is not None:
             return  # not spawned yet (the runner checks kill_requested) or already gone
@@ -252,6 +259,8 @@ class TaskRunner:
                          self._slots)
         argv = build_command(msg.entrypoint, context_dir, sum(msg.container_slot_counts) or len(msg.slot_ids),
                              self.environment_for(msg).determined_harness)
+        pai_outputs.prepare(msg, task_dir, self._sandbox.owner if self._sandbox is not None else None)
+        layer = self._task_layer(msg, task_dir)  # its own Python layer (task_python.py)
         if self._sandbox is None:
             return argv, []
         # Determined's harness saves the model definition into each checkpoint from a clean,
@@ -263,6 +272,8 @@ class TaskRunner:
         mounts = [Mount(task_dir / "info", INFO_DIR), Mount(context_dir, WORKDIR, writable=True),
                   Mount(model_copy, MODEL_COPY_DIR)]
         mounts += read_only_mounts(context_dir, msg.read_only_paths)
+        mounts += pai_outputs.mounts(msg, task_dir)  # $PAI_OUTPUT_DIR: written, so counted in its disk quota
+        mounts.append(layer)
         shared = shared_fs_mounts(msg.trial_info, msg.allocation_id, msg.readable_checkpoints)
         owner = self._sandbox.owner
         if shared:
@@ -284,13 +295,21 @@ class TaskRunner:
         """The started process, or None when a kill arrived while preparing."""
         environment = self.environment_for(msg)
         entry, mounts = await asyncio.to_thread(self._prepare, msg, task_dir)
-        handle.written = [m.source for m in mounts if m.writable] or [task_dir / "context"]
+        handle.written = [m.source for m in mounts if m.writable] or [
+            task_dir / "context", *([pai_outputs.host_dir(task_dir)] if msg.collect_outputs else [])]
         if handle.kill_requested:
             return None
         if self._sandbox is None:
-            handle.ready.set()
-            return await self._exec(entry, task_dir / "context",
-                                    self._env(msg, task_dir, environment, sandboxed=False), _die_with_agent)
+            plain_env = self._env(msg, task_dir, environment, sandboxed=False)
+
+            async def plain(argv: list[str], _mounts: list[Mount], env: dict[str, str]) -> asyncio.subprocess.Process:
+                handle.ready.set()
+                return await self._exec(argv, task_dir / "context", env, _die_with_agent)
+
+            if msg.pip_requirements and not await self._install_requirements(msg, handle, environment, plain_env,
+                                                                             plain):
+                return None
+            return await plain(entry, [], plain_env)
         env = self._env(msg, task_dir, environment, sandboxed=True)
         # "failed to start" as for a plain process, not an exit 127 from inside the sandbox
         check_executable(entry[0], task_dir / "context", env.get("PATH", ""))
@@ -302,6 +321,24 @@ class TaskRunner:
             ns_fd = await self._networks.join(msg.allocation_id, network)
             mounts = [*mounts, *self._resolv_mount(task_dir)]
             preexec = functools.partial(_sandboxed_in_network, ns_fd)
+
+        async def sandboxed(argv: list[str], extra: list[Mount], env: dict[str, str]) -> asyncio.subprocess.Process:
+            return await self._exec_sandboxed(handle, argv, [*mounts, *extra], task_dir, env, preexec, environment)
+
+        if msg.pip_requirements:
+            if not await self._install_requirements(msg, handle, environment, env, sandboxed):
+                return None
+            return await sandboxed(entry, [Mount(self._layers.layer(handle.layer_key), task_python.REQUIREMENTS_LAYER)],
+                                   env)
+        return await sandboxed(entry, [], env)
+
+    async def _exec_sandboxed(self, handle: TaskHandle, entry: list[str], mounts: list[Mount], task_dir: Path,
+                              env: dict[str, str], preexec: Callable[[], None],
+                              environment: TaskEnvironment) -> asyncio.subprocess.Process:
+        assert self._sandbox is not None
+        handle.ready.clear()
+        handle.launches += 1
+        launch = handle.launches
         ready_r, ready_w = os.pipe()
         try:
             argv = self._sandbox.command(entry, mounts, WORKDIR, ready_fd=ready_w,
@@ -318,10 +355,95 @@ class TaskRunner:
                 await asyncio.to_thread(os.read, ready_r, 1)  # a byte, or EOF if it died first
             finally:
                 os.close(ready_r)
-                handle.ready.set()
+                if handle.launches == launch:  # not an earlier process's (the requirements' install)
+                    handle.ready.set()
 
         asyncio.create_task(wait_ready())  # ends with the sandbox's shim
         return proc
+
+    def _task_layer(self, msg: StartTask, task_dir: Path) -> Mount:
+        """Blocking: the task's own Python layer, ``<task dir>/python`` (task_python.py)."""
+        environment = self.environment_for(msg)
+        seen_as = task_python.TASK_LAYER if self._sandbox is not None else str(task_dir / "python")
+        requirements = self._requirements_seen(msg, self._sandbox is not None)
+        behind = [task_python.site_dir(requirements, environment)] if requirements is not None else []
+        task_python.make_layer(task_dir / "python", seen_as, environment, behind=behind)
+        if self._sandbox is not None and self._sandbox.owner is not None:
+            chown_tree(task_dir / "python", *self._sandbox.owner)
+        return Mount(task_dir / "python", task_python.TASK_LAYER, writable=True)
+
+    def _requirements_seen(self, msg: StartTask, sandboxed: bool) -> str | None:
+        """Where the task sees its requirements layer; None without environment.pip_requirements."""
+        if not msg.pip_requirements:
+            return None
+        if sandboxed:
+            return task_python.REQUIREMENTS_LAYER
+        key = task_python.requirements_key(msg, self.environment_for(msg), self._cluster_id())
+        return str(self._layers.layer(key))
+
+    def _say(self, alloc: str, message: str, error: bool = False) -> None:
+        """A line of the agent's own in the task's logs."""
+        self._outbox.put(TaskLogs(allocation_id=alloc, lines=[LogLine(
+            timestamp=time.time(), message=f"det-agent {self._agent_id}: {message}",
+            stdtype="stderr" if error else "stdout", level="LOG_LEVEL_ERROR" if error else "LOG_LEVEL_INFO")]))
+
+    async def _install_requirements(
+            self, msg: StartTask, handle: TaskHandle, environment: TaskEnvironment, env: dict[str, str],
+            launch: Callable[[list[str], list[Mount], dict[str, str]], Awaitable[asyncio.subprocess.Process]]) -> bool:
+        """environment.pip_requirements into the requirements layer its key names (task_python.py),
+        installed here unless an earlier task of the key did. False when a kill (or the disk quota)
+        stopped it; raises SetupFailed when pip fails, its lines already in the task's logs."""
+        alloc = msg.allocation_id
+        key = task_python.requirements_key(msg, environment, self._cluster_id())
+        handle.layer_key = key
+        self._layers.hold(key)
+        async with self._layers.building(key, handle.stop) as building:
+            if not building or handle.kill_requested:
+                return False
+            if self._layers.ready(key):
+                self._say(alloc, "environment.pip_requirements: using the layer an earlier task of this experiment "
+                                 "installed on this agent")
+                return True
+            layer = self._layers.layer(key)
+            seen = task_python.REQUIREMENTS_LAYER if self._sandbox is not None else str(layer)
+            owner = self._sandbox.owner if self._sandbox is not None else None
+            await asyncio.to_thread(self._layers.prepare, key, seen, environment, msg.pip_requirements, owner)
+            self._say(alloc, f"environment.pip_requirements: installing {len(msg.pip_requirements)} requirement(s) "
+                             f"({', '.join(msg.pip_requirements)})")
+            began = time.monotonic()
+            proc = await launch(task_python.install_argv(seen), [Mount(layer, task_python.REQUIREMENTS_LAYER,
+                                                                       writable=True)],
+                                task_python.install_env(env, seen))
+            handle.process = proc
+            handle.started = True
+            log.info("task %s installing its requirements, pid %d", alloc, proc.pid)
+            self._outbox.put(TaskStarted(allocation_id=alloc, pid=proc.pid, started_at=time.time()))
+            written, handle.written = handle.written, [*handle.written, layer]
+            quota = self._enforce_quota(handle)
+            if handle.kill_requested:
+                self._signal(handle, handle.grace)
+            try:
+                returncode = await self._supervise(alloc, proc, self._work_dir / "tasks" / alloc)
+            finally:
+                if quota is not None:
+                    quota.cancel()
+                handle.written = written
+                handle.process = None
+                if handle.killer is not None:
+                    handle.killer.cancel()
+                    handle.killer = None
+            if handle.kill_requested or returncode != 0:
+                await asyncio.to_thread(self._layers.discard, key)
+            if handle.kill_requested:
+                return False
+            if returncode != 0:
+                raise task_python.SetupFailed(
+                    exit_code_of(returncode), f"environment.pip_requirements failed to install (pip exited "
+                                              f"{exit_code_of(returncode)}; its messages are above)")
+            self._layers.complete(key)
+            self._say(alloc, f"environment.pip_requirements: installed in {time.monotonic() - began:.1f}s; "
+                             "later trials of this experiment on this agent use it as it is")
+            return True
 
     @staticmethod
     def _resolv_mount(task_dir: Path) -> list[Mount]:
@@ -357,6 +479,9 @@ class TaskRunner:
             env["DET_RESOURCES_TYPE"] = RESOURCES_TYPE
             env["HOME"] = "/tmp"
             env["PWD"] = WORKDIR
+        env.update(pai_outputs.task_env(msg, task_dir, sandboxed))
+        task_python.task_env(env, environment, task_python.TASK_LAYER if sandboxed else str(task_dir / "python"),
+                             self._requirements_seen(msg, sandboxed))
         return env
 
     @staticmethod
@@ -381,6 +506,12 @@ class TaskRunner:
         try:
             try:
                 proc = await self._spawn(msg, task_dir, handle)
+            except task_python.SetupFailed as exc:  # pip's own lines are in its logs already
+                log.warning("task %s: %s", alloc, exc)
+                self._say(alloc, f"{exc}: the task stops here", error=True)
+                self._outbox.put(TaskExited(allocation_id=alloc, exit_code=exc.exit_code, reason=str(exc),
+                                            setup_failed=True))
+                return
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the master
                 log.warning("task %s failed to start: %s", alloc, exc)
                 # In the trial's logs too: a gang that stops here has no process output to say why.
@@ -391,11 +522,12 @@ class TaskRunner:
                 return
             if proc is None:
                 log.info("task %s killed before it started", alloc)
-                self._outbox.put(TaskExited(allocation_id=alloc, exit_code=None, reason="killed"))
+                self._outbox.put(TaskExited(allocation_id=alloc, exit_code=None, reason=handle.exit_reason or "killed"))
                 return
             handle.process = proc
             log.info("task %s started, pid %d", alloc, proc.pid)
-            self._outbox.put(TaskStarted(allocation_id=alloc, pid=proc.pid, started_at=time.time()))
+            if not handle.started:  # else at its requirements' install
+                self._outbox.put(TaskStarted(allocation_id=alloc, pid=proc.pid, started_at=time.time()))
             if handle.kill_requested:
                 self._signal(handle, handle.grace)
             quota = self._enforce_quota(handle)
@@ -405,8 +537,16 @@ class TaskRunner:
                 if quota is not None:
                     quota.cancel()
             reason = handle.exit_reason or ("killed" if handle.kill_requested else "")
+            setup_failed = (returncode != 0 and not reason
+                            and await asyncio.to_thread(task_python.setup_failed, task_dir / "python"))
+            if setup_failed:  # before its entrypoint: a restart would fail the same way
+                reason = f"startup-hook.sh failed (exit {exit_code_of(returncode)}) before the entrypoint started"
+                self._say(alloc, f"{reason}: the task stops here", error=True)
             log.info("task %s exited with %d%s", alloc, exit_code_of(returncode), f" ({reason})" if reason else "")
-            self._outbox.put(TaskExited(allocation_id=alloc, exit_code=exit_code_of(returncode), reason=reason))
+            if msg.collect_outputs:  # however it ended: what it left in $PAI_OUTPUT_DIR, before its exit is told
+                await self._keep_outputs(msg, task_dir)
+            self._outbox.put(TaskExited(allocation_id=alloc, exit_code=exit_code_of(returncode), reason=reason,
+                                        setup_failed=setup_failed))
         finally:
             if self._networks is not None:
                 try:
@@ -414,6 +554,8 @@ class TaskRunner:
                 except Exception as exc:  # noqa: BLE001 - the exit is reported whatever the cleanup does
                     log.warning("%s: removing its network failed: %s", alloc, exc)
             handle.done.set()
+            if handle.layer_key:
+                self._layers.release(handle.layer_key)
             if handle.killer is not None:
                 handle.killer.cancel()
             self._tasks.pop(alloc, None)
@@ -422,6 +564,18 @@ class TaskRunner:
             cleanup = asyncio.create_task(asyncio.to_thread(remove_tree, task_dir), name=f"cleanup-{alloc}")
             self._cleanups.add(cleanup)
             cleanup.add_done_callback(self._cleanups.discard)
+
+    async def _keep_outputs(self, msg: StartTask, task_dir: Path) -> None:
+        """Sends the task's $PAI_OUTPUT_DIR to the master (pai_outputs.py) and says what was kept in its log."""
+        try:
+            line, error = await asyncio.to_thread(pai_outputs.keep, self._master_url, msg, task_dir)
+        except Exception as exc:  # noqa: BLE001 - the exit is reported whatever happens to the outputs
+            log.warning("%s: keeping its outputs failed: %r", msg.allocation_id, exc)
+            line, error = f"keeping $PAI_OUTPUT_DIR failed: {exc}", True
+        log.info("%s: %s", msg.allocation_id, line)
+        self._outbox.put(TaskLogs(allocation_id=msg.allocation_id, lines=[LogLine(
+            timestamp=time.time(), message=f"det-agent {self._agent_id}: {line}",
+            stdtype="stderr" if error else "stdout", level="LOG_LEVEL_ERROR" if error else "LOG_LEVEL_INFO")]))
 
     def _enforce_quota(self, handle: TaskHandle) -> asyncio.Task[None] | None:
         """Watches what the task writes; over the quota, it is told why in its log and stopped."""

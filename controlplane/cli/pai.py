@@ -1,4 +1,4 @@
-"""`det pai`: OpenPAI jobs (submit, list, describe, logs, stop, config, ssh) on the master's OpenPAI routes.
+"""`det pai`: OpenPAI jobs (submit, list, describe, logs, stop, config, ssh, output) on the master's OpenPAI routes.
 
 The job JSON is OpenPAI's v1 protocol (``controlplane.pai.spec``). `submit` checks it here first,
 every mistake named by field path and rule, so nothing is sent that the master would refuse for
@@ -227,6 +227,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     summary = [
         ("User", status.get("username") or ""),
         ("State", status.get("state") or ""),
+        *([("Waiting", status["waitingReason"])] if status.get("waitingReason") else []),
         ("Execution Type", status.get("executionType") or ""),
         ("Retries", status.get("retries")),
         ("Virtual Cluster", status.get("virtualCluster") or ""),
@@ -371,3 +372,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser("config", help="print the job JSON as submitted (its owner or an admin)")
     _add_job(p)
     p.set_defaults(func=cmd_config)
+
+    from controlplane.cli import pai_output
+
+    pai_output.add_parser(sub, _add_job, job_path, owner)

@@ -302,7 +302,21 @@ def _environment(raw: Any) -> EnvironmentConfig:
     for group in groups:
         if not isinstance(group, list) or not all(isinstance(e, str) and "=" in e for e in group):
             raise ConfigError(path, f"must be a list of \"NAME=value\" strings, got {group!r}")
+    _pip_requirements(raw.get("pip_requirements"))
     return EnvironmentConfig(env_vars, {k: v for k, v in raw.items() if k != "environment_variables"})
+
+
+def _pip_requirements(value: Any) -> None:
+    """``environment.pip_requirements`` (this platform's; Determined installs from startup-hook.sh): lines
+    of a pip requirements file the agent installs before the entrypoint (agent_image/agent/task_python.py)."""
+    path = "environment.pip_requirements"
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
+        raise ConfigError(path, f"must be a list of requirement strings such as \"torch==2.3.1\", got {value!r}")
+    for i, line in enumerate(value):
+        if any(c in line for c in "\n\r\0"):
+            raise ConfigError(f"{path}[{i}]", "must be one line of a requirements file")
 
 
 def _period(raw: dict[str, Any], key: str) -> dict[str, Any] | None:

@@ -14,6 +14,8 @@ Our choices, beyond the guide:
 - ``codeDir`` must be a local directory (a later step uploads it like a context, under OpenPAI's
   200 MB limit); an HDFS URI, or any URI, is refused: this cluster has no HDFS;
 - ``authFile`` is accepted and ignored, with a warning; so are ``jobEnvs.paiAzRDMA``/``isDebug``;
+- ``outputDir`` is a name, with a warning: tasks write to ``$PAI_OUTPUT_DIR``, a directory of their own,
+  kept in checkpoint storage (``outputs.py``);
 - ``gpuNumber`` is the task's slot count;
 - ``jobEnvs`` values are strings; numbers and booleans (the guide's own example has
   ``"batch_size": 32``) become their JSON text. Names must be shell variable names, and ``PAI_*``
@@ -208,6 +210,10 @@ def parse_job(raw: Any) -> tuple[PaiJob, list[str]]:
                         "already offer (det agent list)")
     data_dir = r.string(raw, "dataDir", "dataDir")
     output_dir = r.string(raw, "outputDir", "outputDir")
+    if output_dir is not None:
+        warnings.append(f"outputDir: {output_dir!r} is a name only here: each task writes to $PAI_OUTPUT_DIR, a "
+                        "directory of its own, and what it holds when the task ends is kept under the job in the "
+                        "cluster's checkpoint storage, at $PAI_DEFAULT_FS_URI (det pai output JOB)")
     code_dir = _code_dir(r, raw)
     virtual_cluster = r.string(raw, "virtualCluster", "virtualCluster", max_len=MAX_NAME) or "default"
     gpu_type = r.string(raw, "gpuType", "gpuType", max_len=MAX_NAME)

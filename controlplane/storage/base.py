@@ -19,6 +19,8 @@ class StorageManager(abc.ABC):
       uploaded under that uuid is deleted (best effort: the message says if some may remain).
     - ``upload_dir(src, uuid)`` stores a finished directory the same way; ``src`` is left as is.
     - ``download(uuid, dst)`` copies every file into ``dst`` (created if needed).
+    - ``download_files(uuid, relpaths, dst)`` copies only those files of it into ``dst`` (their
+      relative paths kept); one that is not stored is ``CheckpointNotFound``.
     - ``restore_path(uuid)`` yields a local directory holding the files; treat it as read-only
       (it may be the stored directory itself, or a temporary copy removed on exit).
     - ``delete(uuid)`` removes the checkpoint; deleting a missing one is not an error.
@@ -27,8 +29,8 @@ class StorageManager(abc.ABC):
     - ``resources(uuid)`` is ``{relpath: size in bytes}`` as the store has it.
     - ``list_checkpoints()`` is the sorted uuids present in the store.
 
-    ``download``, ``restore_path`` and ``resources`` raise ``CheckpointNotFound`` for a uuid that
-    is not stored. Every failure is a ``StorageError`` subclass (``controlplane.storage.errors``).
+    ``download``, ``download_files``, ``restore_path`` and ``resources`` raise ``CheckpointNotFound``
+    for a uuid that is not stored. Every failure is a ``StorageError`` subclass (``controlplane.storage.errors``).
     """
 
     @abc.abstractmethod
@@ -39,6 +41,9 @@ class StorageManager(abc.ABC):
 
     @abc.abstractmethod
     def download(self, ckpt_uuid: str, dst: Path) -> None: ...
+
+    @abc.abstractmethod
+    def download_files(self, ckpt_uuid: str, relpaths: list[str], dst: Path) -> None: ...
 
     @abc.abstractmethod
     def restore_path(self, ckpt_uuid: str) -> contextlib.AbstractContextManager[Path]: ...

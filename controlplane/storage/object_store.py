@@ -106,6 +106,20 @@ class ObjectStore(StorageManager):
             target.parent.mkdir(parents=True, exist_ok=True)
         self._get(plan, self.where(ckpt_uuid))
 
+    def download_files(self, ckpt_uuid: str, relpaths: list[str], dst: Path) -> None:
+        dst = Path(dst)
+        key_prefix = self._key_prefix(ckpt_uuid)
+        plan = []
+        for rel in relpaths:
+            key = key_prefix + rel
+            size = self._list(key).get(key)  # a listing of that one key (and any longer ones): not the whole checkpoint
+            if size is None or rel.startswith("/") or ".." in rel.split("/"):
+                raise CheckpointNotFound(f"checkpoint {ckpt_uuid} has no file {rel!r} at {self.where(ckpt_uuid)}")
+            plan.append((key, size, safe_destination(dst, rel)))
+        for _key, _size, target in plan:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        self._get(plan, self.where(ckpt_uuid))
+
     @contextlib.contextmanager
     def restore_path(self, ckpt_uuid: str) -> Iterator[Path]:
         with tempfile.TemporaryDirectory(prefix=f"restore-{ckpt_uuid[:8]}-", dir=self.temp_dir) as tmp:

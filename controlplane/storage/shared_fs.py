@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from controlplane.storage.base import StorageManager, check_uuid, directory_resources
+from controlplane.storage.base import StorageManager, check_uuid, directory_resources, safe_destination
 from controlplane.storage.errors import CheckpointNotFound
 
 _STAGING = ".tmp-"
@@ -72,6 +72,19 @@ class LocalDirectoryStorage(StorageManager):
 
     def download(self, ckpt_uuid: str, dst: Path) -> None:
         shutil.copytree(self._existing(ckpt_uuid), dst, dirs_exist_ok=True)
+
+    def download_files(self, ckpt_uuid: str, relpaths: list[str], dst: Path) -> None:
+        root = self._existing(ckpt_uuid)
+        real_root = root.resolve()
+        for rel in relpaths:
+            source = root.joinpath(*PurePosixPath(rel).parts)
+            real = source.resolve()
+            if ".." in PurePosixPath(rel).parts or rel.startswith("/") or real_root not in real.parents \
+                    or not real.is_file():
+                raise CheckpointNotFound(f"checkpoint {ckpt_uuid} has no file {rel!r} in {self.base}")
+            target = safe_destination(Path(dst), rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(real, target)
 
     @contextlib.contextmanager
     def restore_path(self, ckpt_uuid: str) -> Iterator[Path]:

@@ -55,6 +55,9 @@ class Register(msgspec.Struct, tag="register", tag_field="type"):
     # The cloud instance type it runs on (EC2 instance-type, GCE machine-type; the local
     # provider's --instance-type); "" when it does not know (an older agent, a static one).
     instance_type: str = ""
+    # The CPUs its tasks may use (the affinity mask, capped by a cgroup CPU quota): an OpenPAI task's
+    # cpuNumber is booked against them. 0: not reported (an older agent), so CPU needs go unchecked.
+    cpus: int = 0
 
 
 class Registered(msgspec.Struct, tag="registered", tag_field="type"):
@@ -134,6 +137,13 @@ class StartTask(msgspec.Struct, tag="start_task", tag_field="type"):
     # The ports of the task's servers (a notebook's, a shell's SSH server) that the agent forwards
     # from the task's address on the host into that network: how the proxy and SSH clients reach them.
     served_ports: list[int] = []
+    # The experiment's environment.pip_requirements: installed by the agent before the entrypoint
+    # (agent_image/agent/task_python.py), in a layer its trials on the agent share.
+    pip_requirements: list[str] = []
+    # An OpenPAI task: the agent makes it a directory of its own, $PAI_OUTPUT_DIR (and sets PAI_WORK_DIR),
+    # and when it ends sends what that directory holds to POST /api/v1/allocations/{id}/outputs before
+    # TaskExited, so the master keeps it under the job in checkpoint storage (controlplane/pai/outputs.py).
+    collect_outputs: bool = False
 
 
 class KillTask(msgspec.Struct, tag="kill_task", tag_field="type"):
@@ -164,6 +174,9 @@ class TaskExited(msgspec.Struct, tag="task_exited", tag_field="type"):
     allocation_id: str
     exit_code: int | None  # None when the process could not be started
     reason: str = ""  # e.g. "killed", "failed to start: ...", "startup-hook failed"
+    # The task's setup failed before its entrypoint ran (environment.pip_requirements did not install,
+    # startup-hook.sh failed): a restart would fail the same way, so the master restarts nothing.
+    setup_failed: bool = False
 
 
 class InstanceInterrupted(msgspec.Struct, tag="instance_interrupted", tag_field="type"):

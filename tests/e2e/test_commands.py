@@ -2,7 +2,9 @@
 its context's script, its output comes back through `det cmd run`, and `det cmd run` exits with the
 script's own exit code; a shell's task runs an SSH server that `det shell open` reaches with the
 key only its owner gets, checking the host key the master pinned; a notebook's JupyterLab answers
-at the URL `det notebook start` prints, through the master's proxy, for its signed-in owner."""
+at the URL `det notebook start` prints, through the master's proxy, for its signed-in owner. Jobs
+`pip install` into a layer of their own: a command (an OpenPAI task) and a trial's startup hook and
+environment.pip_requirements, and a failed install ends the trial in ERROR after one run."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import time
 
 import httpx
 import pytest
+import yaml
 
 from tests.e2e.conftest import shared_local_cluster
 from tests.support.cluster import login
 from tests.support.deadline import bounded
+from tests.support.tiny_wheel import wheel
 
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 # The module shares a cluster (below): its tests run on one worker.
@@ -191,3 +195,41 @@ def test_tensorboard_start_serves_an_experiments_scalars_through_the_master(loca
     assert httpx.get(f"{cluster.url}/proxy/{board}/data/environment").status_code == 401
     cluster.det("tensorboard", "kill", board)
     wait_state(cluster, "tensorboard", board, "STATE_TERMINATED")
+
+
+def test_jobs_pip_install_packages_of_their_own(local_cluster, tmp_path):
+    cluster = local_cluster(agents=1, slots=1)
+    ctx = tmp_path / "ctx"
+    (ctx / "wheels").mkdir(parents=True)
+    for name in ("tinypkg", "otherpkg"):
+        file_name, data = wheel(name, "1.0")
+        (ctx / "wheels" / file_name).write_bytes(data)
+    local = "--no-index --find-links ./wheels"
+
+    # OpenPAI's own example's shape: `pip --quiet install scipy && python train.py`
+    r = cluster.det("cmd", "run", "-c", str(ctx), f"pip --quiet install {local} tinypkg && "
+                    "python3 -c 'import tinypkg; print(\"got\", tinypkg.VERSION)'")
+    assert "got 1.0" in r.stdout, r.stdout + r.stderr
+
+    # Determined's: a startup hook pip installs; and this platform's environment.pip_requirements.
+    (ctx / "startup-hook.sh").write_text(f"pip install --quiet {local} tinypkg\n")
+    base = {"entrypoint": "python3 -c 'import tinypkg, otherpkg; print(\"IMPORTED\", otherpkg.__file__)'",
+            "searcher": {"name": "single", "metric": "loss", "max_length": 1}}
+    runs = {}
+    for name, requirements in (("installs", ["--no-index", "--find-links ./wheels", "otherpkg"]),
+                               ("fails", ["--no-index", "does-not-exist-anywhere"])):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(
+            {**base, "name": name, "environment": {"pip_requirements": requirements}}))
+        created = cluster.det("experiment", "create", str(tmp_path / f"{name}.yaml"), str(ctx), "--json")
+        runs[name] = json.loads(created.stdout)["id"]
+    for exp_id in runs.values():
+        cluster.det("experiment", "wait", str(exp_id), timeout=300, check=False)
+    trials = {name: json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)["trials"][0]
+              for name, exp_id in runs.items()}
+    logs = {name: cluster.det("trial", "logs", str(t["id"])).stdout for name, t in trials.items()}
+    assert trials["installs"]["state"] == "STATE_COMPLETED", logs["installs"][-3000:]
+    assert "IMPORTED /run/determined/pip-requirements/" in logs["installs"]
+    # max_restarts is Determined's default 5: the failed install ends it after its one run
+    assert (trials["fails"]["state"], trials["fails"]["restarts"]) == ("STATE_ERROR", 0), logs["fails"][-3000:]
+    assert "No matching distribution found for does-not-exist-anywhere" in logs["fails"]
+    assert logs["fails"].count("environment.pip_requirements: installing") == 1

@@ -83,6 +83,7 @@ def start_message(exp: Experiment, trial: Trial, alloc: Allocation, owner: str, 
         trial_info=trial_info(exp, trial, latest),
         kill_grace_seconds=kill_grace_s,
         readable_checkpoints=readable_checkpoints(trial, latest),
+        pip_requirements=list((exp.config.get("environment") or {}).get("pip_requirements") or []),
     )
 
 

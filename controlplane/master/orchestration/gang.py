@@ -37,6 +37,7 @@ class Rank(msgspec.Struct):
     network_address: str | None = None  # where the other ranks reach it, in a spread network (else: address)
     ports: RankPorts = msgspec.field(default_factory=RankPorts)
     stopped: bool = False  # an OpenPAI task stopped by its job's completion policy
+    setup_failed: bool = False  # its setup failed before its entrypoint ran (TaskExited.setup_failed)
 
 
 def resources_of(alloc: Allocation) -> list[Rank]:
@@ -84,7 +85,8 @@ def mark_started(alloc: Allocation, agent_id: str) -> bool:
 MAX_REASON = 500  # characters of an agent's exit reason kept per rank
 
 
-def mark_exited(alloc: Allocation, agent_id: str, exit_code: int | None, reason: str = "") -> bool:
+def mark_exited(alloc: Allocation, agent_id: str, exit_code: int | None, reason: str = "",
+                setup_failed: bool = False) -> bool:
     """Records one rank's exit and the agent's reason; False when that rank already exited (a
     repeated message)."""
     ranks = resources_of(alloc)
@@ -93,7 +95,8 @@ def mark_exited(alloc: Allocation, agent_id: str, exit_code: int | None, reason:
         return False
     # The gang's first failure is its cause; the ranks then killed for it only follow.
     first = exit_code != 0 and not any(r.first_failure for r in ranks)
-    _update(alloc, agent_id, exited=True, exit_code=exit_code, reason=reason[:MAX_REASON], first_failure=first)
+    _update(alloc, agent_id, exited=True, exit_code=exit_code, reason=reason[:MAX_REASON], first_failure=first,
+            setup_failed=setup_failed)
     return True
 
 
@@ -119,6 +122,13 @@ def gang_exit_reason(alloc: Allocation) -> str:
     trial says why the gang stopped rather than that its other ranks were then killed."""
     failed = _first_failure(alloc)
     return "" if failed is None else failed.reason
+
+
+def gang_setup_failed(alloc: Allocation) -> bool:
+    """The failure gang_exit_code names was a setup that failed before the entrypoint ran (its
+    requirements did not install, its startup hook failed): restarting would only repeat it."""
+    failed = _first_failure(alloc)
+    return failed is not None and failed.setup_failed
 
 
 def live_agents(alloc: Allocation) -> list[str]:

@@ -35,6 +35,7 @@ from controlplane.master.orchestration import (
 )
 from controlplane.master.orchestration.dispatch import environment_on, gang_start_messages, start_message
 from controlplane.master.orchestration.transitions import move
+from controlplane.master.orchestration.waiting import WaitingReasons
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.scheduler import planner
 from controlplane.searchers.base import Action as SearcherAction
@@ -81,6 +82,7 @@ class Orchestrator:
         self._wakeups: list[object] = []  # notifier keys, woken once the transaction has committed
         self._logged: list[int] = []  # trials the transaction wrote log lines of (their followers read them)
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
+        self.waiting = WaitingReasons()  # why each pending request waits, as the last pass saw it
 
     # ---- loop -------------------------------------------------------------------------------
 
@@ -293,7 +295,7 @@ class Orchestrator:
         async with self.transaction() as session:
             alloc = await session.get(Allocation, msg.allocation_id)
             if (alloc is None or alloc.state == A.TERMINATED
-                    or not gang.mark_exited(alloc, agent_id, msg.exit_code, msg.reason)):
+                    or not gang.mark_exited(alloc, agent_id, msg.exit_code, msg.reason, msg.setup_failed)):
                 return  # a repeat (sent again after a reconnect) or a stale allocation
             if not gang.all_exited(alloc):
                 if msg.exit_code != 0:  # one rank failed: the gang stops together
@@ -301,7 +303,8 @@ class Orchestrator:
                     self.kill_allocation(alloc, f"rank on {agent_id} exited {msg.exit_code}{why}")
                 return
             await self._allocation_ended(session, alloc, gang.gang_exit_code(alloc),
-                                         gang.gang_exit_reason(alloc) or msg.reason, agent_lost=False)
+                                         gang.gang_exit_reason(alloc) or msg.reason, agent_lost=False,
+                                         setup_failed=gang.gang_setup_failed(alloc))
         self.wake()
 
     async def agent_interrupted(self, agent_id: str, reason: str) -> None:
@@ -488,7 +491,7 @@ class Orchestrator:
         self._notify_after_commit(("preempt", alloc.id))
 
     async def _allocation_ended(self, session: AsyncSession, alloc: Allocation, exit_code: int | None,
-                                reason: str, *, agent_lost: bool) -> None:
+                                reason: str, *, agent_lost: bool, setup_failed: bool = False) -> None:
         lifecycle.end_allocation(session, self.rt.tokens, alloc, reason or ("agent lost" if agent_lost else "exited"),
                                  exit_code)
         self._notify_after_commit(("preempt", alloc.id))
@@ -542,7 +545,13 @@ class Orchestrator:
                 why = f"exit code {exit_code}" if exit_code is not None else (reason or "failed to start")
                 # `restarts` counts restarts made, as Determined shows it: the failure that ends the
                 # trial is not one, so it stays at max_restarts.
-                if trial.restarts >= cfg_max_restarts:
+                if setup_failed:  # its requirements or startup hook failed: a restart would fail the same way
+                    if trial.state == T.QUEUED:
+                        move(session, trial, T.RUNNING, "its allocation ran")
+                    lifecycle.finish_trial(session, trial, T.ERROR, f"{reason or why}; its setup failed before the "
+                                                                    "entrypoint ran, so it is not restarted")
+                    outcome = "errored"
+                elif trial.restarts >= cfg_max_restarts:
                     if trial.state == T.QUEUED:
                         move(session, trial, T.RUNNING, "its allocation ran")
                     lifecycle.finish_trial(session, trial, T.ERROR, f"{why}; failed {trial.restarts + 1} times "
@@ -668,8 +677,10 @@ class Orchestrator:
     async def _schedule(self, session: AsyncSession) -> None:
         snap = await snapshot.take(session, self.rt)
         if not snap.pending:
+            self.waiting.clear()
             return
         plan = planner.plan(snap.pools, snap.pending, snap.running, snap.agents, time.time())
+        reasons = dict(plan.waiting)
         self._wake_autoscaler_for_new_demand(
             (set(snap.pending_rows) | set(snap.pending_groups)) - {p.allocation_id for p in plan.placements})
         for preemption in plan.preemptions:
@@ -683,8 +694,10 @@ class Orchestrator:
         for placement in plan.placements:
             if placement.allocation_id in snap.pending_groups:
                 job, tasks = snap.pending_groups[placement.allocation_id]
-                await pai_jobs.place(self, session, job, tasks, placement.resources, addresses, used_ports,
-                                     endpoints)
+                why = await pai_jobs.place(self, session, job, tasks, placement.resources, addresses, used_ports,
+                                           endpoints)
+                if why is not None:
+                    reasons[placement.allocation_id] = why
                 continue
             alloc = snap.pending_rows[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
@@ -707,3 +720,4 @@ class Orchestrator:
             environment_of = functools.partial(environment_on, snapshot.experiment_image(exp), self.rt.hub.connections)
             for agent_id, msg in gang_start_messages(base, alloc, network, environment_of):
                 self.send_after_commit(agent_id, msg)
+        self.waiting.update(reasons, {r.allocation_id: r.job_id for r in snap.pending})

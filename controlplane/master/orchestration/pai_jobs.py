@@ -3,9 +3,11 @@ one task group, started with the ``PAI_*`` environment, and ended by the framewo
 completion policy (``controlplane.pai.completion``), retried whole while ``retryCount`` allows.
 
 Everything here runs inside an orchestrator transaction; messages to agents go through the
-orchestrator's after-commit queue. A task's allocation id is ``pai-<job>-<role>-<index>.<attempt>``,
-so ``run_id_of`` gives the attempt and a token of an earlier attempt is refused once the job has
-moved on (its allocations are TERMINATED before the next attempt is queued).
+orchestrator's after-commit queue. A task's allocation id is ``<task id>.<attempt>``, its task id
+``pai-<job>-<role>-<index>`` (a command's, shell's, notebook's or TensorBoard's one task: the
+command's own id, as Determined's), so ``run_id_of`` gives the attempt and a token of an earlier
+attempt is refused once the job has moved on (its allocations are TERMINATED before the next
+attempt is queued).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from controlplane.master.orchestration import gang, lifecycle, rendezvous, sprea
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.token_cache import token_hash
-from controlplane.pai import completion, env, ports
+from controlplane.pai import completion, env, outputs, ports
 from controlplane.pai import spec as pai_spec
 from controlplane.scheduler.environment import Image
 from controlplane.scheduler.model import DEFAULT_PRIORITY
@@ -72,6 +74,12 @@ def task_id(job_id: int, role: str, index: int) -> str:
     return f"pai-{job_id}-{role}-{index}"
 
 
+def task_id_of(job: PaiJob, role: str, index: int) -> str:
+    """The task id of one task of the job: an OpenPAI job's ``task_id``; a command's (shell's,
+    notebook's, TensorBoard's) one task is the command itself, as in Determined."""
+    return task_id(job.id, role, index) if job.kind == "pai" else job.job_id
+
+
 def group_id(job: PaiJob) -> str:
     """The scheduler's name for one attempt's task group."""
     return f"{GROUP_PREFIX}{job.id}.{job.attempt}"
@@ -89,11 +97,29 @@ def task_order(job: pai_spec.PaiJob) -> list[tuple[str, int, int]]:
     return [(r.name, i, r.gpu_number) for r in job.task_roles for i in range(r.task_number)]
 
 
+def task_cpus(job: PaiJob, role: str) -> int:
+    """The CPUs one task of the role books on its agent: its ``cpuNumber`` (an OpenPAI job's only; a
+    command, shell, notebook or TensorBoard declares none)."""
+    if job.kind != "pai":
+        return 0
+    try:
+        return parsed(job).role(role).cpu_number
+    except KeyError:
+        return 0
+
+
+def task_needs(job: PaiJob, role: str) -> tuple[int, frozenset[int]]:
+    """What one task of the role needs besides slots: its CPUs and its fixed ports (``beginAt`` ranges)."""
+    spec = parsed(job).role(role)
+    return task_cpus(job, role), frozenset(n for p in spec.ports if p.begin_at
+                                           for n in range(p.begin_at, p.begin_at + p.port_number))
+
+
 def queue_attempt(session: AsyncSession, job: PaiJob, reason: str) -> None:
     """One PENDING allocation per task of the job's current attempt."""
     now = utcnow()
     for role, index, slots in task_order(parsed(job)):
-        tid = task_id(job.id, role, index)
+        tid = task_id_of(job, role, index)
         alloc = Allocation(
             id=f"{tid}.{job.attempt}", task_id=tid, trial_id=None, state=A.PENDING,
             resource_pool=job.resource_pool, slots_needed=slots, priority=job.priority or DEFAULT_PRIORITY,
@@ -126,9 +152,10 @@ def _host_ports(job_key: str, address: str, used: dict[str, set[int]]) -> ports.
 
 async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Sequence[Allocation],
                 resources: Sequence[tuple[str, tuple[int, ...]]], addresses: dict[str, str],
-                used: dict[str, set[int]], endpoints: Mapping[str, tuple[str, int]]) -> bool:
+                used: dict[str, set[int]], endpoints: Mapping[str, tuple[str, int]]) -> str | None:
     """Starts every task of the attempt where the planner put it (``resources``: one entry per
-    task, in ``task_order``). False, with nothing changed, when the tasks' ports cannot be booked."""
+    task, in ``task_order``). When the tasks' ports cannot be booked, nothing changes and the answer
+    is why (the job waits; the orchestrator shows and logs the reason): None when it started."""
     spec = parsed(job)
     order = task_order(spec)
     by_key = {(a.task_role, a.task_index): a for a in rows}
@@ -139,8 +166,7 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         agents = {addr: _host_ports(job.job_id, addr, used) for addr in set(where.values())}
         booked = ports.assign_ports(spec, where, agents)
     except ports.PortError as e:
-        log.warning("PAI job %s cannot start yet: %s", job.id, e)
-        return False
+        return f"waiting for ports: task {e}"
     # Spread over agents that all make task networks, the tasks reach each other in one of their own
     # (spread_network.py); their ports stay booked on their hosts, where the proxy and SSH reach them.
     agent_of = {(role, index): agent for (role, index, _), (agent, _) in zip(order, resources, strict=True)}
@@ -148,6 +174,9 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
     seen_at = {key: spread.address_of(agent_of[key]) if spread is not None else where[key] for key in where}
     placements = {key: env.TaskPlacement(seen_at[key], booked[key]) for key in where}
     owner = await session.scalar(select(User.username).where(User.id == job.owner_id)) or "determined"
+    # Where its tasks' $PAI_OUTPUT_DIR is kept (the agent keeps it at each task's end): PAI_DEFAULT_FS_URI
+    fs_uri = outputs.location_uri(orch.rt.settings.default_checkpoint_storage(), job.job_id) \
+        if job.kind == "pai" else ""
     now = utcnow()
     # The job's tasks share a network of their own when they all run on one agent or in a spread one.
     network = f"{job.job_id}.{job.attempt}" if len({agent for agent, _ in resources}) == 1 or spread else ""
@@ -163,7 +192,7 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         alloc.assigned_at = now
         token = lifecycle.mint_token(alloc)
         move(session, alloc, A.ASSIGNED, f"placed on {agent_id} slots {list(slots)} with job {job.name}'s tasks")
-        task_env = env.build_env(spec, placements, role, index, user_name=owner)
+        task_env = env.build_env(spec, placements, role, index, user_name=owner, default_fs_uri=fs_uri)
         task_env.update({
             "DET_CLUSTER_ID": orch.rt.cluster_id, "DET_TASK_ID": alloc.task_id, "DET_ALLOCATION_ID": alloc.id,
             "DET_SESSION_TOKEN": token, "DET_RESOURCES_ID": alloc.id, "DET_USER": owner, "DET_TASK_TYPE": TASK_TYPE,
@@ -182,11 +211,12 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
             kill_grace_seconds=orch.rt.settings.kill_grace_s, container_addrs=[seen_at[(role, index)]],
             container_slot_counts=[len(slots)], environment=image_of(job).cpu,
             network=network, served_ports=task_ports,
-            overlay=spread.for_agent(agent_id) if spread is not None else None))
+            overlay=spread.for_agent(agent_id) if spread is not None else None,
+            collect_outputs=job.kind == "pai"))
     if job.state == J.WAITING:
         move(session, job, J.RUNNING, f"attempt {job.attempt}: every task placed")
         job.launched_at = job.launched_at or now
-    return True
+    return None
 
 
 def _task_state(alloc: Allocation) -> completion.TaskState:

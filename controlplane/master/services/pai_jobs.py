@@ -34,6 +34,9 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.context import DIRECTORY, MAX_CONTEXT_BYTES, build_archive
 from controlplane.master.services.environments import environment_problem
 from controlplane.master.services.experiment_requests import V1File
+from controlplane.master.services.jobs import pool_agents
+from controlplane.master.services.jobs import waiting_reason as queue_reason
+from controlplane.pai import fit as pai_fit
 from controlplane.pai import spec as pai_spec
 from controlplane.scheduler.environment import Image
 from controlplane.state import allocation as A
@@ -73,6 +76,7 @@ class JobSummary(msgspec.Struct, rename="camel", kw_only=True):
     total_gpu_number: int
     total_task_number: int
     total_task_role_number: int
+    waiting_reason: str = ""  # ours: why a WAITING job is not placed yet, as the scheduler's last pass saw it
 
 
 class TaskStatus(msgspec.Struct, rename="camel", kw_only=True):
@@ -110,6 +114,7 @@ class JobStatus(msgspec.Struct, rename="camel", kw_only=True):
     virtual_cluster: str
     memory_enforced: bool
     memory_enforcement: str  # how memoryMB is enforced, "" where it is not
+    waiting_reason: str = ""  # ours: why a WAITING job is not placed yet, as the scheduler's last pass saw it
 
 
 class JobDetail(msgspec.Struct, rename="camel", kw_only=True):
@@ -188,32 +193,35 @@ def prepare(raw: dict[str, Any], code_files: list[V1File],
     return job, warnings, archive, digest
 
 
-def check_pool(rt: MasterRuntime, job: pai_spec.PaiJob) -> None:
+def check_pool(rt: MasterRuntime, job: pai_spec.PaiJob, kind: str = "command") -> None:
+    """Refuses (one 400 listing every reason, each naming its field) a job that could never be placed:
+    no such pool, an environment or GPU model no agent offers, or tasks no agent could ever take
+    (``controlplane.pai.fit``: fixed ports outside the agents' range or more tasks wanting one than
+    hosts, more slots or CPUs than any agent has). ``kind``: a command's one-task job books no CPUs,
+    and its message names its fields without the job prefix."""
     if rt.settings.pool(job.virtual_cluster) is None:
         known = ", ".join(sorted(p.name for p in rt.settings.pools))
         raise BadRequest(f"virtualCluster: no resource pool {job.virtual_cluster!r} (pools: {known})")
+    found: list[str] = []
     image = Image(job.image, job.image, job.image)
     problem = environment_problem(image, job.virtual_cluster, list(rt.hub.connections.values()),
                                   max(r.gpu_number for r in job.task_roles))
     if problem:
-        raise BadRequest(f"image: {problem}")
+        found.append(f"image: {problem}")
     mine = [c for c in rt.hub.connections.values() if c.pool == job.virtual_cluster]
     wanted = Image(gpu_type=job.gpu_type)
     models = {s.brand.lower() for c in mine for s in c.slots if s.brand}
     if job.gpu_type and mine and not wanted.fits_gpus(frozenset(models)):
         have = ", ".join(sorted(models)) or "none (CPU slots only)"
-        raise BadRequest(f"gpuType: no agent of resource pool {job.virtual_cluster!r} has a GPU model matching "
-                         f"{job.gpu_type!r} (models: {have})")
-    from controlplane.scheduler.gang import group_shape_error
-    from controlplane.scheduler.model import AgentSnapshot
-
-    agents = [AgentSnapshot(agent_id=c.agent_id, pool=c.pool, slot_ids=tuple(s.id for s in c.slots),
-                            used_slot_ids=frozenset())
-              for c in mine if wanted.fits_gpus(frozenset(s.brand.lower() for s in c.slots if s.brand))]
-    tasks = tuple(n for _, _, n in pai_jobs.task_order(job))
-    problem = group_shape_error(tasks, agents, job.virtual_cluster) if agents else None
-    if problem:
-        raise BadRequest(f"taskRoles: {problem}")
+        found.append(f"gpuType: no agent of resource pool {job.virtual_cluster!r} has a GPU model matching "
+                     f"{job.gpu_type!r} (models: {have})")
+    else:
+        agents, grows = pool_agents(rt, job.virtual_cluster, job.gpu_type)
+        pool = pai_fit.Pool(job.virtual_cluster, agents, rendezvous.PORT_LOW, rendezvous.PORT_HIGH - 1, grows=grows,
+                            books_cpus=kind == "pai")
+        found += [str(e) for e in pai_fit.problems(job, pool)]
+    if found:
+        raise BadRequest(("invalid job: " if kind == "pai" else "") + "; ".join(found))
 
 
 async def submit(rt: MasterRuntime, user: AuthedUser, username: str, raw: Any,
@@ -223,7 +231,7 @@ async def submit(rt: MasterRuntime, user: AuthedUser, username: str, raw: Any,
     if not isinstance(raw, dict):
         raise BadRequest(f"request body: the job must be a JSON object, got {type(raw).__name__}")
     job, warnings, archive, digest = await anyio.to_thread.run_sync(prepare, raw, list(code_files or []))
-    check_pool(rt, job)
+    check_pool(rt, job, "pai")
     row = PaiJob(name=job.job_name, owner_id=user.id, state=J.WAITING, spec=raw, code=archive, code_hash=digest,
                  resource_pool=job.virtual_cluster, job_id=str(uuid.uuid4()), priority=None,
                  queue_position=time.time(), attempt=1, exit_reason="", created_at=utcnow(),
@@ -254,14 +262,19 @@ def _sub_state(job: PaiJob) -> str:
     return {J.WAITING: "FRAMEWORK_WAITING", J.RUNNING: "APPLICATION_RUNNING"}.get(job.state, "FRAMEWORK_COMPLETED")
 
 
-def _summary(job: PaiJob, username: str, spec: pai_spec.PaiJob) -> JobSummary:
+def waiting_reason(rt: MasterRuntime, job: PaiJob) -> str:
+    """Why a WAITING job waits (the orchestrator's last pass); "" when it does not, or before a pass."""
+    return queue_reason(rt, job.job_id) if job.state == J.WAITING else ""
+
+
+def _summary(job: PaiJob, username: str, spec: pai_spec.PaiJob, waiting: str = "") -> JobSummary:
     return JobSummary(
         name=job.name, username=username, state=job.state, sub_state=_sub_state(job),
         execution_type="STOP" if job.state == J.STOPPED else "START", retries=job.attempt - 1,
         created_time=_ms(job.created_at) or 0, completed_time=_ms(job.completed_at),
         app_exit_code=_exit_code(job), virtual_cluster=job.resource_pool,
         total_gpu_number=sum(r.gpu_number * r.task_number for r in spec.task_roles),
-        total_task_number=spec.total_tasks, total_task_role_number=len(spec.task_roles))
+        total_task_number=spec.total_tasks, total_task_role_number=len(spec.task_roles), waiting_reason=waiting)
 
 
 def _exit_code(job: PaiJob) -> int | None:
@@ -274,7 +287,7 @@ async def list_jobs(rt: MasterRuntime, username: str | None, offset: int, limit:
         if username:
             q = q.where(User.username == username)
         rows = (await session.execute(q.order_by(PaiJob.id.desc()).offset(offset).limit(limit))).all()
-    return [_summary(job, name, pai_jobs.parsed(job)) for job, name in rows]
+    return [_summary(job, name, pai_jobs.parsed(job), waiting_reason(rt, job)) for job, name in rows]
 
 
 def _task_state(alloc: Allocation | None, job: PaiJob) -> str:
@@ -314,7 +327,8 @@ async def describe(rt: MasterRuntime, username: str, name: str) -> JobDetail:
         created_time=s.created_time, completed_time=s.completed_time, app_launched_time=_ms(job.launched_at),
         app_completed_time=_ms(job.completed_at), app_exit_code=s.app_exit_code,
         app_exit_diagnostics=job.exit_reason or "", virtual_cluster=job.resource_pool,
-        memory_enforced=job.kind == "pai", memory_enforcement=MEMORY_ENFORCEMENT if job.kind == "pai" else "")
+        memory_enforced=job.kind == "pai", memory_enforcement=MEMORY_ENFORCEMENT if job.kind == "pai" else "",
+        waiting_reason=waiting_reason(rt, job))
     return JobDetail(name=job.name, job_status=status, task_roles=roles)
 
 
@@ -356,12 +370,13 @@ async def logs(rt: MasterRuntime, username: str, name: str, role: str | None, in
         spec = pai_jobs.parsed(job)
         if role is not None and role not in {r.name for r in spec.task_roles}:
             raise BadRequest(f"taskRole: job {name} has no task role {role!r}")
-        ids = [pai_jobs.task_id(job.id, r, i) for r, i, _ in pai_jobs.task_order(spec)
-               if (role is None or r == role) and (index is None or i == index)]
+        # by task id; a command's one task had the OpenPAI form before it took the command's id
+        names = {tid: (r, i) for r, i, _ in pai_jobs.task_order(spec)
+                 for tid in {pai_jobs.task_id_of(job, r, i), pai_jobs.task_id(job.id, r, i)}}
+        ids = [tid for tid, (r, i) in names.items() if (role is None or r == role) and (index is None or i == index)]
         rows = (await session.execute(
             select(TaskLog.id, TaskLog.task_id, TaskLog.allocation_id, TaskLog.timestamp, TaskLog.stdtype, TaskLog.log)
             .where(TaskLog.task_id.in_(ids), TaskLog.id > after).order_by(TaskLog.id).limit(limit))).all()
-    names = {pai_jobs.task_id(job.id, r, i): (r, i) for r, i, _ in pai_jobs.task_order(spec)}
     out = [LogLine(id=row_id, task_role=names[tid][0], task_index=names[tid][1],
                    attempt=int(alloc_id.rpartition(".")[2] or 0) if alloc_id.rpartition(".")[2].isdigit() else 0,
                    timestamp=(aware(ts).timestamp() if aware(ts) else 0.0), stdtype=stdtype, log=text)

@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from agent_image.agent.task_setup import build_command, build_env, make_staging_dir, write_info_files
+from agent_image.agent.task_setup import HOOK_GUARD, build_command, build_env, make_staging_dir, write_info_files
 from agent_image.agent.tasks import exit_code_of
 from controlplane.wire.agent_protocol import Slot, StartTask
 
@@ -52,9 +52,9 @@ def test_command_with_and_without_hook(tmp_path: Path) -> None:
     assert build_command(["python3", "a b.py"], tmp_path) == ["python3", "a b.py"]
     (tmp_path / "startup-hook.sh").write_text("export X=1\n")
     assert build_command("echo 'hi'", tmp_path) == [
-        "bash", "-c", "source ./startup-hook.sh && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
+        "bash", "-c", HOOK_GUARD + "source ./startup-hook.sh && trap - EXIT && exec sh -c 'echo '\"'\"'hi'\"'\"''"]
     assert build_command(["python3", "a b.py"], tmp_path) == [
-        "bash", "-c", "source ./startup-hook.sh && exec python3 'a b.py'"]
+        "bash", "-c", HOOK_GUARD + "source ./startup-hook.sh && trap - EXIT && exec python3 'a b.py'"]
 
 
 def test_info_files(tmp_path: Path) -> None:
@@ -120,11 +120,13 @@ def test_legacy_trial_entrypoint_runs_the_harness_or_the_torch_launcher(tmp_path
     (tmp_path / "startup-hook.sh").write_text("export X=1\n")
     assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=2) == [
         "bash", "-c",
-        "source ./startup-hook.sh && exec python3 -m launchers.torch_distributed --trial model_def:MyTrial"]
+        HOOK_GUARD + "source ./startup-hook.sh && trap - EXIT && "
+        "exec python3 -m launchers.torch_distributed --trial model_def:MyTrial"]
     # Where Determined's own package is installed, its 0.38.1 exec/launch.py choice: its torch launcher.
     assert build_command("model_def:MyTrial", tmp_path, slots_per_trial=1, determined_harness=True) == [
         "bash", "-c",
-        "source ./startup-hook.sh && exec python3 -m determined.launch.torch_distributed --trial model_def:MyTrial"]
+        HOOK_GUARD + "source ./startup-hook.sh && trap - EXIT && "
+        "exec python3 -m determined.launch.torch_distributed --trial model_def:MyTrial"]
 
 
 def test_a_staging_dir_another_agent_creates_at_the_same_moment_is_used(tmp_path, monkeypatch):
@@ -165,3 +167,44 @@ def test_determineds_harness_broadcasts_on_the_allocations_own_ports(tmp_path: P
     alone = build_env(msg(), master_url="http://m", cluster_id="c", agent_id="ag", slots=slots, info_dir=tmp_path,
                       base={"PATH": "/usr/bin"})
     assert "INTER_TRAIN_PROCESS_COMM_PORT_1" not in alone  # no gang ports: Determined's defaults
+
+
+def test_the_platforms_task_wrapper_runs_under_the_agents_interpreter(tmp_path):
+    """`python3 -m controlplane.exec.pai_task CMD` (every OpenPAI task, command, shell, notebook):
+    the agent's interpreter, which has the package, whatever environment's python3 is on PATH;
+    the user's own `python3 -m ...` is left to PATH."""
+    import sys
+
+    wrapped = build_command(["python3", "-m", "controlplane.exec.pai_task", "--", "python3 -V"], tmp_path)
+    assert wrapped == [sys.executable, "-m", "controlplane.exec.pai_task", "--", "python3 -V"]
+    assert build_command(["python3", "-m", "http.server"], tmp_path) == ["python3", "-m", "http.server"]
+
+
+def test_determineds_launcher_names_run_this_projects_launchers_unless_determined_is_installed(tmp_path: Path):
+    seed = "python3 -m determined.launch.torch_distributed --trial model_def:MyTrial"
+    assert build_command(seed, tmp_path, slots_per_trial=2) == [
+        "sh", "-c", "python3 -m launchers.torch_distributed --trial model_def:MyTrial"]
+    assert build_command(seed, tmp_path, slots_per_trial=2, determined_harness=True) == ["sh", "-c", seed]
+    assert build_command(["python3", "-m", "determined.launch.deepspeed", "python3", "train.py"], tmp_path) == [
+        "python3", "-m", "launchers.deepspeed", "python3", "train.py"]
+    # Horovod's for a gang, none for one slot (Determined's autohorovod); wrap_rank and horovod by name.
+    auto = "python3 -m determined.launch.autohorovod train.py"
+    assert build_command(auto, tmp_path, slots_per_trial=4)[-1] == "python3 -m launchers.horovod train.py"
+    assert build_command(auto, tmp_path, slots_per_trial=1)[-1] == "python3 -m launchers.torch_distributed train.py"
+    assert build_command("pip install x && python3 -m determined.launch.wrap_rank RANK -- python3 a.py",
+                         tmp_path)[-1] == "pip install x && python3 -m launchers.wrap_rank RANK -- python3 a.py"
+    assert build_command("echo determined.launch.horovod", tmp_path)[-1] == "echo determined.launch.horovod"
+
+
+def test_determineds_own_environment_resumes_with_torchs_old_load_default(tmp_path: Path) -> None:
+    """0.38.1's Trainer restores with torch.load's pre-2.6 default: a paused or preempted
+    PyTorchTrial in Determined's environment must resume on torch 2.13; others are left as they are."""
+    from agent_image.agent.environments import TaskEnvironment
+
+    determined = TaskEnvironment(name="determined-0.38.1", python=Path(sys.executable),
+                                 bin_dir=Path(sys.executable).parent, virtual_env=None, determined_harness=True)
+    kw = dict(master_url="m", cluster_id="c", agent_id="a", slots=[Slot(id=0, type="cpu")], info_dir=tmp_path)
+    assert build_env(msg(), base={}, environment=determined, **kw)["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] == "1"
+    assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in build_env(msg(), base={}, **kw)
+    chosen = build_env(msg(), base={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "0"}, environment=determined, **kw)
+    assert chosen["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] == "0"  # the user's own setting wins

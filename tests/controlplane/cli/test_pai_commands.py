@@ -145,7 +145,8 @@ def test_submit_list_describe_and_a_taken_name(master, det, tmp_path):
     path = write_job(tmp_path / "job.json", job_json())
     r = det("pai", "submit", path)
     assert (r.rc, r.out) == (0, "Submitted job mnist-1\n"), r.err
-    assert r.err == "Warning: authFile: not used: no image is pulled; 'image' names a task environment the agents already offer (det agent list)\n"
+    assert r.err == ("Warning: authFile: not used: no image is pulled; 'image' names a task environment the agents "
+                     "already offer (det agent list)\n")
 
     assert listed(det) == [["mnist-1", "determined", "WAITING", "0", "3", "0", "default"]]
     r = det("pai", "describe", "mnist-1")
@@ -171,6 +172,23 @@ def test_submit_list_describe_and_a_taken_name(master, det, tmp_path):
     assert (r.rc, r.err) == (1, "Error: job nope of user determined not found\n")
     r = det("pai", "describe", "a/b")
     assert r.rc == 2 and "expected a job name (at most 128 letters, digits and -._~), got 'a/b'" in r.err
+
+
+def test_describe_says_why_a_waiting_job_waits(master, det, tmp_path):
+    import time
+
+    assert det("pai", "submit", write_job(tmp_path / "job.json", job_json())).rc == 0
+    deadline = time.monotonic() + 10  # the orchestrator passes every half second
+    while "  Waiting:" not in (r := det("pai", "describe", "mnist-1")).out and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert r.rc == 0, r.err
+    assert r.out.startswith("Job mnist-1\n  User:              determined\n  State:             WAITING\n"
+                            "  Waiting:           no agent of resource pool 'default' is connected\n"
+                            "  Execution Type:    START\n"), r.out
+    detail = json.loads(det("pai", "describe", "mnist-1", "--json").out)
+    assert detail["jobStatus"]["waitingReason"] == "no agent of resource pool 'default' is connected"
+    assert det("pai", "stop", "mnist-1").rc == 0
+    assert "Waiting:" not in det("pai", "describe", "mnist-1").out
 
 
 def test_list_pages_newest_first(master, det, tmp_path, monkeypatch):

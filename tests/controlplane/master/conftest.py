@@ -86,19 +86,24 @@ class FakeAgent:
     """Registers with the orchestrator and records what the master sends it."""
 
     def __init__(self, rt, agent_id: str = "agent-1", slots: int = 2, pool: str = "default",
-                 environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,)) -> None:
+                 environments: tuple[str, ...] = (wire.DEFAULT_ENVIRONMENT,), cpus: int = 0,
+                 address: str = "127.0.0.1") -> None:
+        """``cpus``: what it reports in Register.cpus (0: nothing, as an older agent); ``address``: its host's."""
         self.rt = rt
         self.agent_id = agent_id
         self.pool = pool
         self.slots = [wire.Slot(id=i, type="cpu") for i in range(slots)]
         self.environments = environments
+        self.cpus = cpus
+        self.address = address
         self.conn: AgentConnection | None = None
 
     async def register(self, running: list[str] | None = None) -> wire.Registered:
         self.conn = AgentConnection(agent_id=self.agent_id, pool=self.pool, slots=self.slots,
-                                    running_at_register=frozenset(running or []), environments=self.environments)
+                                    running_at_register=frozenset(running or []), environments=self.environments,
+                                    cpus=self.cpus, address=self.address)
         reg = wire.Register(agent_id=self.agent_id, slots=self.slots, pool=self.pool, running=running or [],
-                            environments=list(self.environments))
+                            environments=list(self.environments), cpus=self.cpus)
         return await self.rt.orchestrator.agent_registered(self.conn, reg)
 
     async def next_message(self, timeout: float = 10.0) -> wire.MasterMessage:

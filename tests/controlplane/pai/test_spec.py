@@ -39,7 +39,11 @@ def with_role(index: int = 0, **fields: Any) -> dict:
 
 def test_the_guides_example_parses_with_its_defaults():
     job, warnings = parse_job(example())
-    assert warnings == []
+    # its outputDir is a name only: the tasks write to $PAI_OUTPUT_DIR, kept in checkpoint storage
+    assert warnings == ["outputDir: '$PAI_DEFAULT_FS_URI/path/tensorflow-distributed-jobguid/output' is a name "
+                        "only here: each task writes to $PAI_OUTPUT_DIR, a directory of its own, and what it holds "
+                        "when the task ends is kept under the job in the cluster's checkpoint storage, at "
+                        "$PAI_DEFAULT_FS_URI (det pai output JOB)"]
     assert job.job_name == "tensorflow-distributed-jobguid"
     assert job.virtual_cluster == "your_virtual_cluster"
     assert job.retry_count == 0 and job.total_tasks == 4
@@ -197,9 +201,10 @@ def test_every_error_is_collected_in_one_answer():
 
 
 def test_auth_file_is_accepted_with_a_warning():
-    job, warnings = parse_job(with_job(authFile="hdfs://nn/auth"))
+    job, warnings = parse_job(with_job(authFile="hdfs://nn/auth", outputDir=...))
     assert job.auth_file == "hdfs://nn/auth"
-    assert warnings == ["authFile: not used: no image is pulled; 'image' names a task environment the agents already offer (det agent list)"]
+    assert warnings == ["authFile: not used: no image is pulled; 'image' names a task environment the agents "
+                        "already offer (det agent list)"]
 
 
 def test_code_dir_as_a_local_path_is_accepted():
@@ -209,7 +214,7 @@ def test_code_dir_as_a_local_path_is_accepted():
 
 def test_job_envs_are_strings_without_substitution():
     envs = {"A": "$HOME/x", "B": 7, "C": True, "paiAzRDMA": False}
-    job, warnings = parse_job(with_job(jobEnvs=envs))
+    job, warnings = parse_job(with_job(jobEnvs=envs, outputDir=...))
     assert dict(job.job_envs) == {"A": "$HOME/x", "B": "7", "C": "true", "paiAzRDMA": "false"}
     assert warnings == ["jobEnvs.paiAzRDMA: passed as a plain variable; Azure RDMA is not supported"]
 

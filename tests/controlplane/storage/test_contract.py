@@ -100,3 +100,17 @@ def test_delete_files_removes_only_those(backend):
                                                     if rel not in doomed}
     backend.storage.delete_files(ckpt_uuid, ["../outside", "/etc/passwd"])  # never outside the checkpoint
     assert backend.stored(ckpt_uuid) == sorted(set(files) - set(doomed))
+
+
+def test_download_files_copies_only_those(backend, tmp_path):
+    src = tmp_path / "src"
+    (src / "model").mkdir(parents=True)
+    (src / "model" / "a.bin").write_bytes(b"a" * 100)
+    (src / "model" / "a.bin.bak").write_bytes(b"b")
+    (src / "log.txt").write_text("log")
+    backend.storage.upload_dir(src, "ckpt-2")
+    backend.storage.download_files("ckpt-2", ["model/a.bin"], tmp_path / "one")
+    assert tree(tmp_path / "one") == {"model/a.bin": tree(src)["model/a.bin"]}
+    for missing in ("model/a", "nope.txt", "../src/log.txt"):
+        with pytest.raises(CheckpointNotFound):
+            backend.storage.download_files("ckpt-2", [missing], tmp_path / "none")
