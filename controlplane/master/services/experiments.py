@@ -11,6 +11,7 @@ before any of it is validated; the user's own text is kept as the original confi
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,13 +27,13 @@ from controlplane.config.experiment import ExperimentConfig, parse_experiment_co
 from controlplane.config.limits import Limits, check_plain
 from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
-from controlplane.master.db.models import Experiment
+from controlplane.master.db.models import Experiment, ExperimentContext
 from controlplane.master.errors import BadRequest
 from controlplane.master.orchestration import lifecycle
 from controlplane.master.orchestration.transitions import record_initial
 from controlplane.master.principals import AuthedUser
 from controlplane.master.runtime import MasterRuntime
-from controlplane.master.services import checkpoints, templates, workspaces
+from controlplane.master.services import checkpoints, experiment_fork, templates, workspaces
 from controlplane.master.services.context import build_archive
 from controlplane.master.services.environments import check_environment
 from controlplane.master.services.launcher_checks import launcher_warnings
@@ -242,8 +243,20 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
     warnings to show its creator."""
     name = _template_name(body)
     template = NamedTemplate(name, await templates.config_for_experiment(rt, name)) if name else None
-    prepared = await anyio.to_thread.run_sync(
-        prepare, rt.settings, body_field(body, "config"), body_field(body, "modelDefinition", []), template)
+    raw_config, model_definition = body_field(body, "config"), body_field(body, "modelDefinition", [])
+    parent = None
+    if body_field(body, "parentId") is not None and not model_definition:  # a fork: the parent's code
+        parent = await experiment_fork.parent_of(rt, user, body_field(body, "parentId"))
+        if isinstance(raw_config, str):
+            try:
+                raw_config = (await anyio.to_thread.run_sync(_read, rt.settings, raw_config))[0]
+            except ConfigError:
+                pass  # prepare reports it, with its path
+        if isinstance(raw_config, dict):
+            raw_config = experiment_fork.with_parent_secrets(raw_config, parent)
+    prepared = await anyio.to_thread.run_sync(prepare, rt.settings, raw_config, model_definition, template)
+    if parent is not None:
+        prepared = dataclasses.replace(prepared, archive=parent.archive, digest=parent.digest)
     cfg = prepared.cfg
     _check_shape(rt, cfg)  # reads the live agent connections: on the loop
     check_environment(rt, cfg)  # the same: an environment.image no live agent of the pool offers is a 400
@@ -256,7 +269,7 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
         name=cfg.get("name") or "experiment", description=cfg.get("description") or "",
         labels=list(cfg.get("labels") or []), state=E.ACTIVE if activate else E.PAUSED,
         config=cfg, original_config=prepared.text, owner_id=user.id, searcher_type=cfg["searcher"]["name"],
-        searcher_state=None, model_definition=prepared.archive, context_hash=prepared.digest,
+        searcher_state=None, context_hash=prepared.digest,
         resource_pool=cfg["resources"]["resource_pool"], job_id=str(uuid.uuid4()), progress=0.0,
         priority=cfg["resources"].get("priority"), weight=float(cfg["resources"].get("weight") or 1.0),
         max_slots=cfg["resources"].get("max_slots"), queue_position=time.time(),
@@ -272,6 +285,7 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
         await _check_warm_start(session, user, exp)
         session.add(exp)
         await session.flush()
+        session.add(ExperimentContext(experiment_id=exp.id, model_definition=prepared.archive))
         record_initial(session, exp, "created" if activate else "created paused")
         if activate:
             await rt.orchestrator.begin_experiment(session, exp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.master.webui.pages import experiment_detail, experiments, series, trials
+from controlplane.master.webui.pages import experiment_detail, experiment_fork, experiments, series, trials
 
-ROUTES: list[Any] = [*experiments.ROUTES, *experiment_detail.ROUTES, *trials.ROUTES, *series.ROUTES]
+ROUTES: list[Any] = [*experiments.ROUTES, *experiment_detail.ROUTES, *experiment_fork.ROUTES, *trials.ROUTES,
+                     *series.ROUTES]

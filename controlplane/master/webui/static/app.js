@@ -5,7 +5,7 @@
 //   the session cookie alone never changes state.
 // - <button data-api="POST /api/v1/experiments/3/pause" [data-body='{"...": 1}'] [data-confirm="..."]>
 //   calls the REST API itself, so what a page may do and the errors it shows are the API's own;
-//   on success the page's live part (#live) refreshes at once.
+//   on success the page's live part (#live) refreshes at once, or [data-go="/path"] opens that page.
 "use strict";
 
 const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
@@ -69,6 +69,9 @@ document.addEventListener("click", async (e) => {
   button.disabled = true;
   try {
     await api(method, path, button.dataset.body);
+    // data-go: where to go next (a deleted experiment's page is gone); a path on this origin only.
+    const go = button.dataset.go;
+    if (go && go.startsWith("/") && !go.startsWith("//")) { window.location.assign(go); return; }
     flash(button.dataset.done || "Done.", true);
     refreshLive();
   } catch (err) {
