@@ -84,6 +84,16 @@ async def create_model(request: AnyRequest, data: svc.PostModelRequest) -> Model
     return ModelResponse(model=model_json(view))
 
 
+class ModelLabelsResponse(msgspec.Struct, rename="camel", kw_only=True):
+    labels: list[str]
+
+
+@get("/api/v1/model/labels", operation_id="GetModelLabels", opt=opt(Action.VIEW), tags=["models"])
+async def model_labels(request: AnyRequest) -> ModelLabelsResponse:
+    """Every label of the registry's models, most used first (the SDK's ``get_model_labels``)."""
+    return ModelLabelsResponse(labels=await svc.model_labels(runtime_of(request)))
+
+
 @get("/api/v1/models", operation_id="GetModels", opt=opt(Action.VIEW), tags=["models"])
 async def list_models(
     request: AnyRequest, limit: ListLimit = 0, offset: ListOffset = 0, archived: bool | None = None,
@@ -168,5 +178,5 @@ async def delete_version(request: AnyRequest, name: ModelRef, number: VersionNum
     return EmptyResponse()
 
 
-ROUTES = [create_model, list_models, get_model, patch_model, archive_model, unarchive_model, delete_model,
+ROUTES = [create_model, list_models, model_labels, get_model, patch_model, archive_model, unarchive_model, delete_model,
           register_version, list_versions, get_version, patch_version, delete_version]

@@ -13,6 +13,7 @@ from litestar.params import Parameter, QueryParameter
 
 from controlplane.master.api.auth_guard import principal_of, runtime_of, user_of
 from controlplane.master.api.params import MAX_ID, ListLimit, ListOffset, OrderBy, QueryText, SortBy
+from controlplane.master.api.responses import EmptyResponse
 from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt
 from controlplane.master.errors import BadRequest
@@ -137,5 +138,38 @@ async def delete_project(request: AnyRequest, project_id: ProjectId) -> svc.Dele
     return svc.DeleteResponse()
 
 
+@post("/api/v1/workspaces/{workspace_id:int}/archive", operation_id="ArchiveWorkspace", opt=opt(Action.EDIT),
+      tags=["workspaces"], status_code=200)
+async def archive_workspace(request: AnyRequest, workspace_id: WorkspaceId) -> EmptyResponse:
+    async with runtime_of(request).sessions.begin() as session:
+        await svc.set_workspace_archived(session, principal_of(request), workspace_id, True)
+    return EmptyResponse()
+
+
+@post("/api/v1/workspaces/{workspace_id:int}/unarchive", operation_id="UnarchiveWorkspace", opt=opt(Action.EDIT),
+      tags=["workspaces"], status_code=200)
+async def unarchive_workspace(request: AnyRequest, workspace_id: WorkspaceId) -> EmptyResponse:
+    async with runtime_of(request).sessions.begin() as session:
+        await svc.set_workspace_archived(session, principal_of(request), workspace_id, False)
+    return EmptyResponse()
+
+
+@post("/api/v1/projects/{project_id:int}/archive", operation_id="ArchiveProject", opt=opt(Action.EDIT),
+      tags=["projects"], status_code=200)
+async def archive_project(request: AnyRequest, project_id: ProjectId) -> EmptyResponse:
+    async with runtime_of(request).sessions.begin() as session:
+        await svc.set_project_archived(session, principal_of(request), project_id, True)
+    return EmptyResponse()
+
+
+@post("/api/v1/projects/{project_id:int}/unarchive", operation_id="UnarchiveProject", opt=opt(Action.EDIT),
+      tags=["projects"], status_code=200)
+async def unarchive_project(request: AnyRequest, project_id: ProjectId) -> EmptyResponse:
+    async with runtime_of(request).sessions.begin() as session:
+        await svc.set_project_archived(session, principal_of(request), project_id, False)
+    return EmptyResponse()
+
+
 ROUTES = [list_workspaces, get_workspace, create_workspace, patch_workspace, delete_workspace, list_projects,
-          create_project, get_project, patch_project, delete_project]
+          create_project, get_project, patch_project, delete_project, archive_workspace, unarchive_workspace,
+          archive_project, unarchive_project]

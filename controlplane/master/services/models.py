@@ -300,6 +300,23 @@ async def get_model(rt: RuntimeCore, ident: str) -> ModelView:
         return await _model_view(session, await _find_model(session, ident))
 
 
+LABELS_SCANNED = 10_000  # models read for ``GET /api/v1/model/labels``: a registry's models, bounded
+
+
+async def model_labels(rt: RuntimeCore) -> list[str]:
+    """Determined's ``GetModelLabels``: every label of the registry's models, most used first (ties
+    by name); the newest ``LABELS_SCANNED`` models are read, so a huge registry stays one bounded query."""
+    async with rt.sessions() as session:
+        rows = (await session.scalars(select(RegisteredModel.labels).order_by(RegisteredModel.id.desc())
+                                      .limit(LABELS_SCANNED))).all()
+    counts: dict[str, int] = {}
+    for labels in rows:
+        for label in labels or []:
+            if isinstance(label, str):
+                counts[label] = counts.get(label, 0) + 1
+    return sorted(counts, key=lambda label: (-counts[label], label))
+
+
 async def list_models(rt: RuntimeCore, flt: ModelFilter, sort_by: str | None,
                       order_by: str | None) -> list[ModelView]:
     """Every model matching ``flt``, sorted (ties by id); the caller pages."""

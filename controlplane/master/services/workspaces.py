@@ -303,6 +303,25 @@ async def patch_workspace(session: AsyncSession, principal: Principal, workspace
     return ws
 
 
+async def set_workspace_archived(session: AsyncSession, principal: Principal, workspace_id: int,
+                                 archived: bool) -> None:
+    """``det workspace archive|unarchive``: its owner or an admin; Determined's default workspace stays."""
+    ws = await get_workspace(session, workspace_id)
+    require_owner(principal, Action.EDIT, ws.owner_id or 0, f"workspace {ws.name!r}")
+    _mutable(ws.immutable, f"workspace {ws.name!r}")
+    ws.archived = archived
+    await session.flush()
+
+
+async def set_project_archived(session: AsyncSession, principal: Principal, project_id: int, archived: bool) -> None:
+    """``det project archive|unarchive``: its owner or an admin; Determined's default project stays."""
+    project = await get_project(session, project_id)
+    require_owner(principal, Action.EDIT, project.owner_id or 0, f"project {project.name!r}")
+    _mutable(project.immutable, f"project {project.name!r}")
+    project.archived = archived
+    await session.flush()
+
+
 async def _experiments_in(session: AsyncSession, project_ids: Select[Any] | list[int]) -> int:
     return await session.scalar(select(func.count()).select_from(Experiment).where(
         Experiment.project_id.in_(project_ids))) or 0
