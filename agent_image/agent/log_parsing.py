@@ -12,6 +12,7 @@ import time
 from controlplane.common.log_prefixes import split_prefixes
 from controlplane.wire.agent_protocol import LogLine
 
+
 def decode_line(raw: bytes) -> str:
     """Bytes read from the pipe → text without the trailing newline."""
     return raw.decode("utf-8", errors="replace").rstrip("\r\n")

@@ -5,8 +5,9 @@ On the cluster (where the working directory is the experiment's context) Determi
 copy of the model definition; here the clean copy is the list of the context's files taken when the
 trial starts (``remember``, from ``pytorch.init``), before training writes data, logs or checkpoints
 into the working directory, under the context's ``.detignore``. Off the cluster the working
-directory is anyone's (a repository, a home directory), so nothing is copied. Bounded like a context (Determined's 95 MiB), so a huge working directory never
-makes a checkpoint huge: past the bound the rest is left out, and the log says so.
+directory is anyone's (a repository, a home directory), so nothing is copied. Bounded like a context
+(Determined's 95 MiB), so a huge working directory never makes a checkpoint huge: past the bound
+the rest is left out, and the log says so.
 """
 
 from __future__ import annotations

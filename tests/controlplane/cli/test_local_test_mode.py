@@ -108,7 +108,8 @@ def test_a_trial_class(det, tmp_path):
     assert "(trial model_def:SyntheticTrial)" in r.out and "controlplane.exec.harness model_def:SyntheticTrial" in r.out
     assert "[PASS] report training metrics: 4 reports, last at step 4" in r.out
     assert "[PASS] report validation metrics: step 4: validation_loss=" in r.out
-    assert "4 files" in r.out and "continued from step 4 to 8" in r.out
+    # 4 files of the trial and code/ (the context's 3 files), as Determined's harness writes a checkpoint
+    assert "7 files" in r.out and "continued from step 4 to 8" in r.out
     assert "Local test passed" in r.out
 
 
