@@ -1,16 +1,17 @@
 """Launchers on a real cluster: a 4-rank gloo all-reduce over two 2-slot agents through
 launchers.torch_distributed (a plain script), in the gang's own network across the agents, one
-worker's lines with `det trial logs --rank`, and a failing rank that stops the whole gang across
-agents."""
+worker's lines with `det trial logs --rank`, a failing rank that stops the whole gang across
+agents, and the seeds' `determined.launch.torch_distributed --trial` config run unmodified."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
-from tests.e2e.conftest import shared_local_cluster
+from tests.e2e.conftest import EXAMPLE, shared_local_cluster
 
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
 # The module shares a cluster (below): its tests run on one worker.
@@ -84,3 +85,22 @@ def test_a_failing_rank_stops_the_gang_on_both_agents(local_cluster, tmp_path):
     assert state == "STATE_ERROR", logs[-4000:]
     assert "[rank=3] failing on purpose" in logs
     assert "rank 3 exited 3: stopping the other workers" in logs
+
+
+def test_determineds_launcher_name_as_the_seeds_write_it_runs_a_trial_class(local_cluster, tmp_path):
+    """``entrypoint: python3 -m determined.launch.torch_distributed --trial model_def:MyTrial`` on
+    agents whose environment has no Determined package: this project's launcher runs it."""
+    cluster = local_cluster(agents=2, slots=2)
+    context = tmp_path / "seed"
+    shutil.copytree(EXAMPLE.parent / "pytorch_trial", context)
+    config = (context / "distributed.yaml").read_text().replace(
+        "python3 -m launchers.torch_distributed", "python3 -m determined.launch.torch_distributed")
+    config = config.replace("epochs: 4", "epochs: 1")  # the length only: CI time
+    (tmp_path / "seed.yaml").write_text(config)
+    exp_id = json.loads(cluster.det("experiment", "create", str(tmp_path / "seed.yaml"), str(context),
+                                    "--json").stdout)["id"]
+    cluster.det("experiment", "wait", str(exp_id), timeout=300, check=False)
+    described = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
+    logs = cluster.det("trial", "logs", str(described["trials"][0]["id"])).stdout
+    assert described["experiment"]["state"] == "STATE_COMPLETED", logs[-4000:]
+    assert "No module named 'determined'" not in logs and "[rank=1]" in logs, logs[-4000:]
