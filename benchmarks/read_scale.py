@@ -126,11 +126,14 @@ async def seed(db_url: str, args: argparse.Namespace) -> None:
         first_id = int(await conn.scalar(text("SELECT coalesce(max(id), 0) FROM metrics")) or 0) + 1
         for start in range(0, args.rows, CHUNK):
             rows = []
+            folded: dict[str, list[tuple[int, int, dict[str, float]]]] = {"training": [], "validation": []}
             for s in range(start, min(args.rows, start + CHUNK)):
                 group, steps, values = _report(s)
-                summaries[group].add(first_id + s, steps, values)
+                folded[group].append((first_id + s, steps, values))
                 body = "{" + ", ".join(f'"{k}": {v}' for k, v in values.items()) + "}"
                 rows.append((1, 0, group, steps, body))
+            for group, reports in folded.items():
+                summaries[group].add_many(reports)
             if dialect == "postgresql":
                 await driver.copy_records_to_table(
                     "metrics", columns=["trial_id", "trial_run_id", "metric_group", "steps_completed", "metrics",

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import add
 from typing import Any
 
 import msgspec
@@ -57,6 +59,38 @@ def _float(value: Any) -> float:
     return SPECIALS[value] if isinstance(value, str) else float(value)
 
 
+_PLAIN = {float, int}
+
+
+def _fold(acc: list[Any], values: list[Any]) -> None:
+    """Folds one metric's values into its ``[kinds, count, min, max, sum]``, one by one."""
+    for value in values:
+        kind = type(value)
+        if kind is float:
+            x = value
+        elif kind is int:
+            try:
+                x = float(value)
+            except OverflowError:  # an integer beyond a double
+                x = math.inf if value > 0 else -math.inf
+        elif kind is str and value in SPECIALS:
+            x = SPECIALS[value]
+        else:
+            acc[0] |= (STRING if kind is str else BOOLEAN if kind is bool else NULL if value is None
+                       else ARRAY if kind is list else OBJECT if kind is dict else STRING)
+            continue
+        acc[0] |= NUMBER
+        acc[1] += 1
+        acc[4] += x
+        if x != x:  # NaN wins min and max, as Go's math.Min/math.Max (and stays: NaN compares false)
+            acc[2] = acc[3] = x
+        else:
+            if x < acc[2]:
+                acc[2] = x
+            if x > acc[3]:
+                acc[3] = x
+
+
 @dataclass(slots=True)
 class GroupSummary:
     """One trial's group: its reports folded in (``add``), stored as one row."""
@@ -70,40 +104,45 @@ class GroupSummary:
 
     def add(self, row_id: int, steps: int, values: dict[str, Any]) -> None:
         """One stored report (its avgMetrics as stored: NaN/±Inf as strings)."""
-        self.reports += 1
+        self.add_many([(row_id, steps, values)])
+
+    def add_many(self, reports: Sequence[tuple[int, int, dict[str, Any]]]) -> None:
+        """Stored reports, (row id, steps, avgMetrics) in id order: each metric's values are folded
+        together, a list of plain numbers by min/max/sum in C, anything else value by value."""
+        if not reports:
+            return
+        self.reports += len(reports)
+        row_id, steps, values = max(reports, key=lambda r: (r[1], r[0]))
         if steps > self.last_steps or (steps == self.last_steps and row_id > self.last_id):
             self.last_steps, self.last_id, self.last = steps, row_id, values
+        by_name: dict[str, list[Any]] = {}
+        for _, _, values in reports:
+            for name, value in values.items():
+                seen = by_name.get(name)
+                if seen is None:
+                    by_name[name] = [value]
+                else:
+                    seen.append(value)
         metrics = self.metrics
-        for name, value in values.items():
+        for name, seen in by_name.items():
             acc = metrics.get(name)
             if acc is None:
                 if len(metrics) >= MAX_NAMES:
                     continue
                 acc = metrics[name] = [0, 0, math.inf, -math.inf, 0.0]
-            kind = type(value)
-            if kind is float:
-                x = value
-            elif kind is int:
+            if {type(v) for v in seen} <= _PLAIN:
                 try:
-                    x = float(value)
-                except OverflowError:  # an integer beyond a double
-                    x = math.inf if value > 0 else -math.inf
-            elif kind is str and value in SPECIALS:
-                x = SPECIALS[value]
+                    xs = [float(v) for v in seen]
+                except OverflowError:  # an integer beyond a double: value by value
+                    _fold(acc, seen)
+                    continue
+                acc[0] |= NUMBER
+                acc[1] += len(xs)
+                acc[4] = reduce(add, xs, acc[4])  # in order, as value by value
+                if acc[2] == acc[2]:  # NaN, once seen, stays (a plain number is never NaN)
+                    acc[2], acc[3] = min(acc[2], min(xs)), max(acc[3], max(xs))
             else:
-                acc[0] |= (STRING if kind is str else BOOLEAN if kind is bool else NULL if value is None
-                           else ARRAY if kind is list else OBJECT if kind is dict else STRING)
-                continue
-            acc[0] |= NUMBER
-            acc[1] += 1
-            acc[4] += x
-            if x != x:  # NaN wins min and max, as Go's math.Min/math.Max (and stays: NaN compares false)
-                acc[2] = acc[3] = x
-            else:
-                if x < acc[2]:
-                    acc[2] = x
-                if x > acc[3]:
-                    acc[3] = x
+                _fold(acc, seen)
 
     def stored_metrics(self) -> dict[str, list[Any]]:
         return {name: [a[0], a[1], _number(a[2]), _number(a[3]), _number(a[4])] for name, a in self.metrics.items()}
@@ -178,8 +217,7 @@ async def add_reports(session: AsyncSession, rows: Iterable[tuple[int, str, int,
     changed: dict[tuple[int, str], GroupSummary] = {}
     for key, reports in by_group.items():
         summary = changed[key] = current.get(key) or GroupSummary()
-        for row_id, steps, values in reports:
-            summary.add(row_id, steps, values)
+        summary.add_many(reports)
     await store(session, changed)
 
 

@@ -119,13 +119,17 @@ _SQLITE_UPDATE = text(
 # one prepared plan whatever the size); SQLite runs one prepared statement over them (executemany).
 _COLS = "trial_id, trial_run_id, metric_group, steps_completed, metrics, batch_metrics, report_time"
 _REPORT_KEY = "trial_id, trial_run_id, metric_group, steps_completed"
-# The rows inserted come back (PostgreSQL: RETURNING; SQLite, whose executemany returns no rows: how
-# many it stored and the last id, the write lock being held) for the trials' summary metrics.
+# The rows stored come back for the trials' summary metrics. PostgreSQL: their ids (RETURNING), taken
+# from the sequence in the order of the reports (the rows are inserted in that order), so with every
+# report stored the ids in ascending order are the reports'; SQLite, whose executemany returns no
+# rows: how many it stored and the last id, the write lock being held. With a repeat skipped, the
+# stored rows' keys are read back by id.
 _PG_INSERT = text(
     f"INSERT INTO metrics ({_COLS}) SELECT i, r, g, s, CAST(m AS json), CAST(b AS json), t "
     "FROM unnest(CAST(:trials AS integer[]), CAST(:runs AS integer[]), CAST(:groups AS varchar[]), "
     "CAST(:steps AS bigint[]), CAST(:metrics AS text[]), CAST(:batch AS text[]), CAST(:times AS timestamptz[])) "
-    f"AS u(i, r, g, s, m, b, t) ON CONFLICT ({_REPORT_KEY}) DO NOTHING RETURNING id, {_REPORT_KEY}")
+    f"WITH ORDINALITY AS u(i, r, g, s, m, b, t, n) ORDER BY n ON CONFLICT ({_REPORT_KEY}) DO NOTHING RETURNING id")
+_PG_INSERTED = text(f"SELECT id, {_REPORT_KEY} FROM metrics WHERE id = ANY(CAST(:ids AS bigint[])) ORDER BY id")
 _SQLITE_INSERT = text(
     f"INSERT INTO metrics ({_COLS}) VALUES (:trial_id, :run, :group, :steps, :metrics, :batch, :at) "
     f"ON CONFLICT ({_REPORT_KEY}) DO NOTHING").bindparams(bindparam("at", type_=DateTime(timezone=True)))
@@ -160,12 +164,16 @@ async def insert_rows(session: AsyncSession, batches: list[RowsFor], now: dateti
             # stored in UTC: SQLite keeps a timestamp's digits and drops its offset
             times.append(now if r.report_time is None else r.report_time.astimezone(UTC))
     reports = [r.avg_metrics for b in batches for r in b.reports]
-    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
-    inserted: Sequence[Any]
     if _is_pg(session):
-        inserted = sorted((await session.execute(_PG_INSERT, {
+        ids: list[int] = sorted((await session.execute(_PG_INSERT, {
             "trials": trials, "runs": runs, "groups": groups, "steps": steps, "metrics": metrics, "batch": batch,
-            "times": times})).all(), key=lambda row: row[0])
+            "times": times})).scalars())
+        if len(ids) == len(reports):  # every report stored (no repeat): ascending ids in report order
+            await metric_summaries.add_reports(session, zip(trials, groups, ids, steps, reports, strict=True))
+            return
+        if not ids:
+            return
+        stored_rows = _PG_INSERTED.bindparams(ids=ids)
     else:
         result = await session.execute(_SQLITE_INSERT, [
             {"trial_id": i, "run": r, "group": g, "steps": s, "metrics": m, "batch": b, "at": t}
@@ -179,7 +187,9 @@ async def insert_rows(session: AsyncSession, batches: list[RowsFor], now: dateti
             await metric_summaries.add_reports(session, zip(trials, groups, range(first, first + stored), steps,
                                                             reports, strict=True))
             return
-        inserted = (await session.execute(_SQLITE_INSERTED, {"first": first})).all()
+        stored_rows = _SQLITE_INSERTED.bindparams(first=first)
+    # Rows of Any: mypy unpacks SQLAlchemy's untyped Row[*tuple[Any, ...]] into objects.
+    inserted: Sequence[Any] = (await session.execute(stored_rows)).all()
     # Each stored row's values: the first report of its key (a repeat in the same batch was skipped).
     values: dict[tuple[int, int, str, int], dict[str, Any]] = {}
     for key in zip(trials, runs, groups, steps, reports, strict=True):

@@ -127,3 +127,15 @@ async def test_the_first_metrics_page_counts_no_report(api):
     assert (whole["pagination"]["total"], training["pagination"]["total"]) == (42, 40)
     assert workloads["pagination"]["total"] == 42
     assert not [s for s in statements if "count(" in s and "from metrics" in s], statements
+
+
+@pytest.mark.both_databases  # ids from the sequence (PostgreSQL) or the rowid (SQLite) break the tie
+async def test_a_later_report_at_the_same_steps_is_the_last(api):
+    _, tid, h = await running_trial(api)
+    body = {"reports": [report("training", 5, {"loss": 1.0}), report("training", 3, {"loss": 0.5})]}
+    assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=body, headers=h)).status_code == 200
+    again = {"reports": [{**report("training", 5, {"loss": 2.0}), "trialRunId": 0}]}  # its owner, run 0
+    assert (await api.post(f"/api/v1/trials/{tid}/metrics/batch", json=again)).status_code == 200
+    summary = (await api.get(f"/api/v1/trials/{tid}")).json()["trial"]["summaryMetrics"]
+    assert summary["avg_metrics"]["loss"] == {"type": "number", "count": 3, "min": 0.5, "max": 2.0, "sum": 3.5,
+                                              "mean": 3.5 / 3, "last": 2.0}
