@@ -60,8 +60,9 @@ def test_four_ranks_all_reduce_over_two_agents(local_cluster, tmp_path):
     logs = cluster.det("trial", "logs", str(trial_id)).stdout
     state = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)["experiment"]["state"]
     assert state == "STATE_COMPLETED", logs[-4000:]
-    found = re.findall(r"\[rank=(\d)\] all-reduce rank (\d) of 4 group (\d) local (\d) on (local-agent-\d) sum 10 "
-                       r"chief (\S+) dist (\d+),(\d+)", logs)
+    # Determined's format: the rank before "||", the level after it ("[rank=0] || INFO: all-reduce ...")
+    found = re.findall(r"\[rank=(\d)\] \|\| \w+: all-reduce rank (\d) of 4 group (\d) local (\d) "
+                       r"on (local-agent-\d) sum 10 chief (\S+) dist (\d+),(\d+)", logs)
     assert sorted(int(f[0]) for f in found) == [0, 1, 2, 3], logs[-4000:]
     for prefix, rank, group, local, _agent, _chief, _p1, _p2 in found:
         assert prefix == rank and int(group) == int(rank) // 2 and int(local) == int(rank) % 2
@@ -83,7 +84,7 @@ def test_a_failing_rank_stops_the_gang_on_both_agents(local_cluster, tmp_path):
     state = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)["experiment"]["state"]
     logs = cluster.det("trial", "logs", str(trial_id)).stdout
     assert state == "STATE_ERROR", logs[-4000:]
-    assert "[rank=3] failing on purpose" in logs
+    assert re.search(r"\[rank=3\] \|\| \w+: failing on purpose", logs), logs[-4000:]
     assert "rank 3 exited 3: stopping the other workers" in logs
 
 

@@ -23,7 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pytorch_trial"
 SCHEDULING_UNIT = 16  # distributed.yaml: training metrics every 16 batches
 EPOCH = 64  # records_per_epoch 2048 / global_batch_size 32
 EPOCHS = 8
-WEIGHTS = re.compile(r"\[rank=(\d)\] \[weights\] rank=(\d) (checkpoint|end) batches=(\d+) digest=(\w+)")
+WEIGHTS = re.compile(r"\[rank=(\d)\] \|\| \w+: \[weights\] rank=(\d) (checkpoint|end) batches=(\d+) digest=(\w+)")
 
 
 def _session(url: str) -> requests.Session:
