@@ -409,20 +409,27 @@ async def logs(rt: MasterRuntime, kind: str, job_id: str, after: int, limit: int
     return await pai_svc.logs(rt, username, job.name, None, None, after, limit)
 
 
-async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.ProxyTarget | None:
-    """A running notebook's JupyterLab or TensorBoard, which serves under ``/proxy/<id>/`` itself."""
-    job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind.in_(SERVED)))
+async def _running_ports(session: AsyncSession, job: PaiJob | None) -> tuple[str, dict[str, str]] | None:
+    """A placed, open job's task address and its ports by label; None when it is not running."""
     if job is None or J.PAI_JOB.is_terminal(job.state):
         return None
     allocs = await pai_jobs.attempt_allocations(session, job)
     if not allocs or allocs[0].state not in (A.ASSIGNED, A.RUNNING):
         return None
     entry = gang.resources_of(allocs[0])[0]
-    http = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], entry.ports.pai)
-    if not http.get("http"):
+    return entry.address or "127.0.0.1", pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], entry.ports.pai)
+
+
+async def notebook_target(session: AsyncSession, task_id: str) -> task_proxy.ProxyTarget | None:
+    """A running notebook's JupyterLab or TensorBoard, which serves under ``/proxy/<id>/`` itself."""
+    job = await session.scalar(select(PaiJob).where(PaiJob.job_id == task_id, PaiJob.kind.in_(SERVED)))
+    running = await _running_ports(session, job)
+    if running is None or not running[1].get("http"):
         return None
-    return task_proxy.ProxyTarget(owner_id=job.owner_id, host=entry.address or "127.0.0.1",
-                                  port=int(http["http"].split(",")[0]), base_path=f"/proxy/{task_id}",
+    assert job is not None
+    address, ports = running
+    return task_proxy.ProxyTarget(owner_id=job.owner_id, host=address, port=int(ports["http"].split(",")[0]),
+                                  base_path=f"/proxy/{task_id}",
                                   headers=task_proxy.secret_headers(task_proxy.task_secret(job.ssh_host_key,
                                                                                            job.job_id)))
 
@@ -431,14 +438,9 @@ async def shell_target(rt: MasterRuntime, shell_id: str) -> tuple[str, int] | No
     """A running shell's SSH server: its address and port (None when it is not placed or has ended)."""
     async with rt.sessions() as session:
         job = await session.scalar(select(PaiJob).where(PaiJob.job_id == shell_id, PaiJob.kind == "shell"))
-        if job is None or J.PAI_JOB.is_terminal(job.state):
-            return None
-        allocs = await pai_jobs.attempt_allocations(session, job)
-    if not allocs or allocs[0].state not in (A.ASSIGNED, A.RUNNING):
-        return None
-    entry = gang.resources_of(allocs[0])[0]
-    ssh = pai_svc.ports_by_label(pai_jobs.parsed(job).task_roles[0], entry.ports.pai).get("ssh")
-    return (entry.address or "127.0.0.1", int(ssh.split(",")[0])) if ssh else None
+        running = await _running_ports(session, job)
+    ssh = running[1].get("ssh") if running is not None else None
+    return (running[0], int(ssh.split(",")[0])) if running is not None and ssh else None
 
 
 class Scalar(msgspec.Struct, rename="camel", kw_only=True):
