@@ -98,7 +98,7 @@ def _line(row: Any) -> bytes:
     return _encoder.encode(TrialLogsLine(result=_entry(row))) + b"\n"
 
 
-def _error_line(message: str) -> bytes:
+def stream_error_line(message: str) -> bytes:
     return _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
 
 
@@ -223,7 +223,7 @@ async def trial_logs(
                 yield chunk
         except Exception:  # the 200 is sent: end the stream with a line saying why
             log.exception("trial %s log stream failed", trial_id)
-            yield _error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
+            yield stream_error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
 
     if slot is None:
         return Stream(stream(), media_type="application/x-ndjson")

@@ -28,7 +28,7 @@ from litestar.response import Stream
 
 from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
-from controlplane.master.api.logs import LEVELS
+from controlplane.master.api.logs import LEVELS, stream_error_line
 from controlplane.master.api.pai import AfterQuery
 from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt, require_owner
@@ -277,8 +277,7 @@ async def task_logs(
                 yield chunk
         except Exception:  # the 200 is sent: end the stream with a line saying why
             log.exception("task %s log stream failed", task_id)
-            message = f"reading the logs of task {task_id} failed; the master log has the details"
-            yield _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
+            yield stream_error_line(f"reading the logs of task {task_id} failed; the master log has the details")
 
     if slot is None:
         return Stream(stream(), media_type="application/x-ndjson")
