@@ -63,7 +63,9 @@ def test_a_trial_runs_in_the_determined_environment(local_cluster, determined_ve
     assert "IMPORTED determined 0.38.1" in logs, logs[-3000:]
     prefix = re.search(r"^.*PREFIX (\S+)$", logs, re.M)
     assert prefix and Path(prefix.group(1)).resolve() == determined_venv.resolve(), logs[-3000:]
-    assert f"VIRTUAL_ENV {determined_venv}" in logs and f"PIP {determined_venv / 'bin' / 'pip'}" in logs
+    assert f"VIRTUAL_ENV {determined_venv}" in logs, logs[-3000:]
+    # pip is the task's own writable layer's (agent_image/agent/task_python.py), over this environment.
+    assert "PIP /run/determined/python/bin/pip" in logs, logs[-3000:]
     assert re.search(r"uid (?!0\b)\d+", logs), logs[-3000:]  # a dropped uid, as every sandboxed task
 
     unknown, ctx = context(tmp_path, "tf-2")

@@ -142,7 +142,9 @@ def test_the_queue_scrolls_its_table_to_status_slots_and_manage_job(ui, master, 
         assert cell.is_visible(), name
         assert page.evaluate("window.scrollX") == 0, f"{name}: the page scrolled sideways, not the table"
         assert _inside(cell.bounding_box(), box["x"], box["x"] + box["width"]), (name, cell.bounding_box(), box)
-    assert status.inner_text() == "QUEUED" and slots.inner_text() == "0/1"
+    # The state, then why the job waits (scheduler/waiting.py): this master has no agent.
+    assert status.inner_text().splitlines() == ["QUEUED", "no agent of resource pool 'default' is connected"]
+    assert slots.inner_text() == "0/1"
 
     # The page's poll replaces the table every 3 s: the table stays where it was scrolled to.
     scroller = "document.querySelector('#job-queue').parentElement"
