@@ -15,6 +15,7 @@ from typing import Any
 
 from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError, ConfigErrors, raise_all
+from controlplane.config.grid_axes import grid_size
 from controlplane.config.hyperparameters import Hparam, parse_hyperparameters
 from controlplane.config.hyperparameters import to_dict as hparams_to_dict
 from controlplane.config.limits import INT32_MAX, check_plain
@@ -394,8 +395,6 @@ def parse_experiment_config(raw: Any) -> ExperimentConfig:
     raise_all(errors)
     cfg = ExperimentConfig(**fields, passthrough={k: v for k, v in raw.items() if k in PASSTHROUGH})
     if cfg.searcher.name == "grid":
-        from controlplane.searchers.sampling import grid_size
-
         grid_size(cfg.hyperparameters)  # every numeric range needs a `count`: say so at submit time
     return cfg
 

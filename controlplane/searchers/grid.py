@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from controlplane.config.grid_axes import grid_size
 from controlplane.searchers.planned import PlannedSearcher
-from controlplane.searchers.sampling import Grid, grid_size
+from controlplane.searchers.sampling import Grid
 
 if TYPE_CHECKING:
     from controlplane.config.experiment import ExperimentConfig

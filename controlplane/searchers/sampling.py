@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from controlplane.config.errors import ConfigError
+from controlplane.config.grid_axes import axis_length, flatten
 from controlplane.config.hyperparameters import Categorical, Const, DoubleRange, Hparam, IntRange, LogRange
 
 
@@ -48,21 +48,6 @@ def center(hps: dict[str, Hparam]) -> dict[str, Any]:
     return out
 
 
-def _axis_length(hp: Hparam, path: str) -> int:
-    """How many points `_axis` gives, without building it."""
-    if isinstance(hp, Const):
-        return 1
-    if isinstance(hp, Categorical):
-        return len(hp.vals)
-    if isinstance(hp, dict):
-        raise TypeError(f"{path} is a group, not an axis")
-    if hp.count is None:
-        raise ConfigError(f"hyperparameters.{path}.count", "required by the grid searcher")
-    if isinstance(hp, IntRange):
-        return min(hp.count, hp.maxval - hp.minval + 1)  # no more points than integers in the range
-    return hp.count
-
-
 def _axis(hp: Hparam, path: str) -> list[Any]:
     if isinstance(hp, Const):
         return [hp.val]
@@ -70,7 +55,7 @@ def _axis(hp: Hparam, path: str) -> list[Any]:
         return list(hp.vals)
     if isinstance(hp, dict):
         raise TypeError(f"{path} is a group, not an axis")
-    n = _axis_length(hp, path)
+    n = axis_length(hp, path)
     if isinstance(hp, IntRange):
         if n == 1:
             return [round((hp.minval + hp.maxval) / 2)]
@@ -81,31 +66,11 @@ def _axis(hp: Hparam, path: str) -> list[Any]:
     return [hp.base ** p for p in points] if isinstance(hp, LogRange) else points
 
 
-def _flatten(hps: dict[str, Hparam], prefix: str = "") -> list[tuple[str, Hparam]]:
-    out = []
-    for key in sorted(hps):
-        hp = hps[key]
-        path = f"{prefix}{key}"
-        out.extend(_flatten(hp, path + ".") if isinstance(hp, dict) else [(path, hp)])
-    return out
-
-
-def grid_size(hps: dict[str, Hparam]) -> int:
-    """The number of grid points: the product of the axes' lengths, nothing built.
-
-    Past 10**18 the exact product stops mattering; it is capped there so that thousands of
-    huge counts cannot turn into one enormous integer."""
-    size = 1
-    for path, hp in _flatten(hps):
-        size = min(size * _axis_length(hp, path), 10**18 + 1)
-    return size
-
-
 class Grid:
     """The grid's points by index, in `itertools.product` order (the last axis varies fastest)."""
 
     def __init__(self, hps: dict[str, Hparam]) -> None:
-        self.flat = _flatten(hps)
+        self.flat = flatten(hps)
         self.axes = [_axis(hp, path) for path, hp in self.flat]
         self.size = 1
         for axis in self.axes:

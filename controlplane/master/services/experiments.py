@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from controlplane.common.timeutil import utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.experiment import ExperimentConfig, parse_experiment_config
+from controlplane.config.grid_axes import grid_size
 from controlplane.config.limits import Limits, check_plain
 from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
@@ -41,7 +42,6 @@ from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
 from controlplane.searchers.grid import subset_warning
 from controlplane.searchers.registry import make_searcher
-from controlplane.searchers.sampling import grid_size
 from controlplane.state import checkpoint as CK
 from controlplane.state import experiment as E
 

@@ -8,8 +8,9 @@ import tracemalloc
 import pytest
 
 from controlplane.config.errors import ConfigError
+from controlplane.config.grid_axes import flatten, grid_size
 from controlplane.config.hyperparameters import parse_hyperparameters
-from controlplane.searchers.sampling import Grid, _axis, _flatten, grid_size
+from controlplane.searchers.sampling import Grid, _axis
 
 HPS = {
     "lr": {"type": "log", "base": 10, "minval": -4, "maxval": -1, "count": 4},
@@ -27,7 +28,7 @@ def test_size_is_the_product_of_axis_lengths_nested_groups_included():
 
 def test_points_by_index_are_the_cartesian_product_in_order():
     hps = parse_hyperparameters(HPS)
-    flat = _flatten(hps)
+    flat = flatten(hps)
     expected = list(itertools.product(*[_axis(hp, path) for path, hp in flat]))
     g = Grid(hps)
     got = [g.point(i) for i in range(len(g))]
