@@ -33,6 +33,7 @@ TRIAL = StateMachine(
         },
         PAUSED: {
             QUEUED: "the experiment was activated",
+            RUNNING: "the experiment was activated while its process still wound down from the pause",
             CANCELED: "killed or canceled while paused",
             STOPPING_KILLED: "killed while its process was still winding down",
             STOPPING_CANCELED: "canceled while its process was still winding down",

@@ -186,9 +186,20 @@ class Orchestrator:
             if not searcher_runtime.started(exp):
                 await self.begin_experiment(session, exp)
             for trial in await self._open_trials(session, exp.id):
-                if trial.state == T.PAUSED and await lifecycle.live_allocation(session, trial.id) is None:
+                if trial.state != T.PAUSED:
+                    continue
+                alloc = await lifecycle.live_allocation(session, trial.id)
+                if alloc is None:
                     move(session, trial, T.QUEUED, "experiment activated")
                     lifecycle.queue_allocation(session, exp, trial, "resumed after pause")
+                else:
+                    # Its process still winds down from the pause (checkpoint, then exit): the trial
+                    # is active again, as Determined shows it, not PAUSED until that process ends;
+                    # the preemption asked for stands, and its exit requeues it from its checkpoint.
+                    started = alloc.state == A.RUNNING
+                    move(session, trial, T.RUNNING if started else T.QUEUED,
+                         "experiment activated; its process is still stopping after the pause"
+                         if started else "experiment activated")
         self.wake()
 
     async def kill(self, exp_id: int) -> None:

@@ -108,6 +108,29 @@ async def test_a_trial_that_ignores_its_preemption_is_killed_at_the_deadline_and
     assert trial["restarts"] == 0
 
 
+async def test_activated_while_its_process_still_stops_the_trial_reads_running_then_resumes(api):
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    exp_id, start = await started_trial(api, agent, ONE)
+    trial_id = int(start.env["DET_TRIAL_ID"])
+    await api.post(f"/api/v1/experiments/{exp_id}/pause")
+    assert await trial_states(api, exp_id) == {trial_id: "STATE_PAUSED"}
+    await api.post(f"/api/v1/experiments/{exp_id}/activate")
+    # Active again at once, though its old process has not yet checkpointed and exited.
+    assert await exp_state(api, exp_id) == "STATE_ACTIVE"
+    assert await trial_states(api, exp_id) == {trial_id: "STATE_RUNNING"}
+    assert await preempt_signal(api, start)  # the pause's preemption still stands
+    ack = await api.post(f"/api/v1/allocations/{start.allocation_id}/signals/ack_preemption",
+                         headers=task_headers(start.session_token))
+    assert ack.status_code == 200
+    await agent.exit(start.allocation_id, 0)
+    again = await agent.next_message()
+    assert isinstance(again, wire.StartTask) and again.env["DET_TRIAL_ID"] == str(trial_id)
+    await agent.start(again)
+    trial = (await api.get(f"/api/v1/trials/{trial_id}")).json()["trial"]
+    assert trial["state"] == "STATE_RUNNING" and trial["restarts"] == 0
+
+
 @pytest.mark.both_databases
 async def test_a_preemption_asked_for_before_deadlines_were_stored_gets_the_masters_timeout(api):
     agent, start, _ = await one_running_trial(api)
