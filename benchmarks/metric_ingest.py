@@ -1,7 +1,8 @@
 """Metric rows ingested per second through the REST API, and single-report latency.
 
 Starts a real det-master (SQLite in a temp dir, then PostgreSQL at 127.0.0.1:5432 unless
---sqlite-only), creates an experiment, and posts metric batches to one trial from one client.
+--sqlite-only; a scratch database ``det_bench_<hex>``, dropped after), creates an experiment, and
+posts metric batches to one trial from one client.
 
     .venv/bin/python benchmarks/metric_ingest.py [--rows 200000] [--batch 1000] [--singles 300]
 """
@@ -16,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -28,18 +30,22 @@ CONFIG = {"name": "bench", "entrypoint": "true", "hyperparameters": {},
           "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}}}
 
 
-def _pg_database() -> str:
+def _pg_database() -> tuple[str, Callable[[], None]]:
+    """A scratch database's URL, and what drops it."""
     import asyncpg
 
     name = f"det_bench_{uuid.uuid4().hex[:8]}"
 
-    async def create() -> None:
+    async def do(sql: str) -> None:
         conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/test")
-        await conn.execute(f'CREATE DATABASE "{name}"')
-        await conn.close()
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
 
-    asyncio.run(create())
-    return f"postgresql://postgres@127.0.0.1:5432/{name}"
+    asyncio.run(do(f'CREATE DATABASE "{name}"'))
+    return (f"postgresql://postgres@127.0.0.1:5432/{name}",
+            lambda: asyncio.run(do(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')))
 
 
 def run(backend: str, db_url: str, rows: int, batch: int, singles: int) -> dict[str, float]:
@@ -92,7 +98,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         figures.update(run("sqlite", f"sqlite:///{tmp}/bench.db", args.rows, args.batch, args.singles))
     if not args.sqlite_only:
-        figures.update(run("postgres", _pg_database(), args.rows, args.batch, args.singles))
+        url, drop = _pg_database()
+        try:
+            figures.update(run("postgres", url, args.rows, args.batch, args.singles))
+        finally:
+            drop()
     print(" ".join(f"{k}={v:.2f}" for k, v in figures.items()))
 
 
