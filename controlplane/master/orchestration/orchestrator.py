@@ -32,6 +32,7 @@ from controlplane.master.orchestration import (
     searcher_runtime,
     snapshot,
     spread_network,
+    trial_exits,
 )
 from controlplane.master.orchestration.dispatch import environment_on, gang_start_messages, start_message
 from controlplane.master.orchestration.transitions import move
@@ -514,65 +515,23 @@ class Orchestrator:
             return
         exp = await session.get(Experiment, trial.experiment_id)
         assert exp is not None  # a trial's experiment row outlives it (foreign key)
-        cfg_max_restarts = int(exp.config.get("max_restarts", 5))
+        end = trial_exits.AllocationEnd(exit_code, reason, alloc.agent_id, agent_lost=agent_lost,
+                                        setup_failed=setup_failed, preempt_acked=bool(alloc.preempt_acked),
+                                        killed_for_preemption=bool(alloc.killed_for_preemption))
+        decision = trial_exits.decide(trial.state, exp.state == E.ACTIVE, end, trial.restarts,
+                                      int(exp.config.get("max_restarts", 5)))
         outcome: str | None = None
-        if trial.state == T.STOPPING_KILLED:
-            lifecycle.finish_trial(session, trial, T.CANCELED, "its process stopped after a kill")
-            outcome = "canceled"
-        elif trial.state == T.STOPPING_COMPLETED:
-            lifecycle.finish_trial(session, trial, T.COMPLETED, "stopped early by the searcher")
-            outcome = "completed"
-        elif trial.state == T.STOPPING_CANCELED:
-            if exit_code == 0 and not alloc.preempt_acked and not alloc.killed_for_preemption and not agent_lost:
-                lifecycle.finish_trial(session, trial, T.COMPLETED, "finished its work before it saw the cancel")
-                outcome = "completed"
-            else:
-                why = ("killed after ignoring its preemption" if alloc.killed_for_preemption
-                       else "checkpointed and stopped" if exit_code == 0 else f"stopped ({reason or 'exited'})")
-                lifecycle.finish_trial(session, trial, T.CANCELED, f"its experiment was canceled: {why}")
-                outcome = "canceled"
-        elif trial.state == T.PAUSED:
-            if exit_code == 0 and not alloc.preempt_acked and not agent_lost:
-                lifecycle.finish_trial(session, trial, T.COMPLETED, "finished before it saw the pause")
-                outcome = "completed"
-            elif exp.state == E.ACTIVE:  # activated again while it was winding down
-                move(session, trial, T.QUEUED, "experiment active again")
-                lifecycle.queue_allocation(session, exp, trial, "resumed after pause")
-        elif trial.state in (T.RUNNING, T.QUEUED):
-            if agent_lost:
-                if trial.state == T.RUNNING:
-                    move(session, trial, T.QUEUED, f"agent {alloc.agent_id} lost; resumes from its checkpoint")
-                lifecycle.queue_allocation(session, exp, trial, "agent lost")
-            elif (exit_code == 0 and alloc.preempt_acked) or alloc.killed_for_preemption:
-                if trial.state == T.RUNNING:
-                    move(session, trial, T.QUEUED, "preempted; resumes from its checkpoint")
-                lifecycle.queue_allocation(session, exp, trial, "preempted")
-            elif exit_code == 0:
-                if trial.state == T.QUEUED:
-                    move(session, trial, T.RUNNING, "its allocation ran")
-                lifecycle.finish_trial(session, trial, T.COMPLETED, "its process exited 0")
-                outcome = "completed"
-            else:
-                why = f"exit code {exit_code}" if exit_code is not None else (reason or "failed to start")
-                # `restarts` counts restarts made, as Determined shows it: the failure that ends the
-                # trial is not one, so it stays at max_restarts.
-                if setup_failed:  # its requirements or startup hook failed: a restart would fail the same way
-                    if trial.state == T.QUEUED:
-                        move(session, trial, T.RUNNING, "its allocation ran")
-                    lifecycle.finish_trial(session, trial, T.ERROR, f"{reason or why}; its setup failed before the "
-                                                                    "entrypoint ran, so it is not restarted")
-                    outcome = "errored"
-                elif trial.restarts >= cfg_max_restarts:
-                    if trial.state == T.QUEUED:
-                        move(session, trial, T.RUNNING, "its allocation ran")
-                    lifecycle.finish_trial(session, trial, T.ERROR, f"{why}; failed {trial.restarts + 1} times "
-                                                                    f"(max_restarts {cfg_max_restarts})")
-                    outcome = "errored"
-                else:
-                    trial.restarts += 1
-                    if trial.state == T.RUNNING:
-                        move(session, trial, T.QUEUED, f"{why}; restart {trial.restarts} of {cfg_max_restarts}")
-                    lifecycle.queue_allocation(session, exp, trial, f"restart after {why}")
+        if isinstance(decision, trial_exits.Finish):
+            if decision.ran and trial.state == T.QUEUED:
+                move(session, trial, T.RUNNING, "its allocation ran")
+            lifecycle.finish_trial(session, trial, decision.state, decision.why)
+            outcome = decision.outcome
+        elif isinstance(decision, trial_exits.Requeue):
+            if decision.restart:
+                trial.restarts += 1
+            if trial.state != T.QUEUED:
+                move(session, trial, T.QUEUED, decision.why)
+            lifecycle.queue_allocation(session, exp, trial, decision.queue_reason)
         if (outcome is not None and exp.state not in (E.STOPPING_KILLED, E.STOPPING_CANCELED)
                 and not E.EXPERIMENT.is_terminal(exp.state)):
             searcher = searcher_runtime.load(exp)
