@@ -24,11 +24,16 @@ is timed --reps times after two warm-up calls (loopback; the master's time plus 
 - ``list_busy``: the list again while another client calls ``describe`` in a loop.
 
 Prints p50/p99 per read, the master's peak and current RSS, MET/MISS against the targets (p99 under
-150 ms), and ends with one key=value line.
+150 ms), and ends with one key=value line. With ``--compare FILE`` (an earlier run's output, e.g. at
+1,000 experiments / 100 k rows) it also prints each timed read's p99 growth over that run's and
+MET/MISS against ``MAX_GROWTH`` (1.5x), and the key=value line gains ``worst_growth``.
 
     .venv/bin/python benchmarks/read_scale.py                                     # quick: 1,000 / 100 k, SQLite
     .venv/bin/python benchmarks/read_scale.py --experiments 10000 --rows 5000000 --db both
     .venv/bin/python benchmarks/read_scale.py --experiments 200 --rows 20000 --reps 10 --db both  # smoke, ~1 min
+    .venv/bin/python benchmarks/read_scale.py --db both --reps 200 > small.txt
+    .venv/bin/python benchmarks/read_scale.py --experiments 10000 --rows 5000000 --db both --reps 200 \
+        --compare small.txt
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from controlplane.master.db.engine import make_engine
 from tests.support.cluster import MasterProcess, login
 
 TARGET_P99_MS = 150.0
+MAX_GROWTH = 1.5  # p99 at scale over p99 at the --compare run's (smaller) scale
 CONFIG = {"name": "bench", "entrypoint": "python3 train.py",
           "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}},
           "searcher": {"name": "random", "metric": "loss", "smaller_is_better": True, "max_trials": 1,
@@ -312,13 +318,41 @@ def main() -> None:
     ap.add_argument("--db", choices=("sqlite", "postgres", "both"), default="sqlite")
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
                     help="a PostgreSQL database to connect to for CREATE/DROP DATABASE")
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="an earlier run's output: print each p99's growth over its figures")
     args = ap.parse_args()
+    baseline = _figures_of(args.compare.read_text()) if args.compare else None
     figures: dict[str, float] = {"experiments": args.experiments, "rows": args.rows}
     if args.db in ("sqlite", "both"):
         run("sqlite", "sqlite:///TMP/master.db", args, figures)
     if args.db in ("postgres", "both"):
         asyncio.run(_pg(args, figures))
+    if baseline is not None:
+        figures["worst_growth"] = _growth(figures, baseline)
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
+
+
+def _figures_of(output: str) -> dict[str, float]:
+    """The figures of a run's closing key=value line."""
+    lines = [line for line in output.splitlines() if line.startswith("experiments=")]
+    if not lines:
+        raise SystemExit("--compare: no closing 'experiments=... ' line in that file")
+    return {k: float(v) for k, v in (pair.split("=", 1) for pair in lines[-1].split())}
+
+
+def _growth(figures: dict[str, float], baseline: dict[str, float]) -> float:
+    """Prints each targeted read's p99 over the baseline's; returns the largest ratio."""
+    print(f"p99 growth over {baseline['experiments']:.0f} experiments / {baseline['rows']:.0f} rows "
+          f"(target at most {MAX_GROWTH}x):")
+    worst = 0.0
+    for key, value in figures.items():
+        if not key.endswith("_p99_ms") or key.endswith("_info_p99_ms") or not baseline.get(key):
+            continue
+        ratio = value / baseline[key]
+        worst = max(worst, ratio)
+        print(f"  {key.removesuffix('_p99_ms'):<24} {baseline[key]:7.1f} -> {value:7.1f} ms  {ratio:4.2f}x "
+              f"{'MET' if ratio <= MAX_GROWTH else 'MISS'}")
+    return round(worst, 2)
 
 
 if __name__ == "__main__":
