@@ -17,21 +17,20 @@ are this cluster's. A log of a process `up` starts again is rotated first (`mast
 
 The data dir holds secrets (the join token, the master's config and SQLite database), so it is
 0700 and the files `up` writes there are 0600.
+
+`pids.json`, stopping process groups and the logs: `deploy_records.py`; `master.yaml`, the join
+token and the agents' environments: `deploy_local_config.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import secrets
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,194 +38,34 @@ import requests
 import yaml
 
 from controlplane.cli import deploy_procs as procs
+from controlplane.cli.deploy_local_config import (
+    agent_environments,
+    autoscale_config,
+    deep_merge,
+    ensure_join_token,
+    load_user_config,
+    master_config,
+)
+from controlplane.cli.deploy_records import (
+    PIDS,
+    Record,
+    _agent_log,
+    leftover_processes,
+    log_tail,
+    read_pids,
+    rotate_log,
+    stop_group_pids,
+    write_pids,
+)
 from controlplane.cli.errors import CliError
 
 MASTER_START_TIMEOUT_S = 60.0
 AGENTS_CONNECT_TIMEOUT_S = 60.0
-STOP_GRACE_S = 15.0
 RUNNING_MASTER_WAIT_S = 15.0  # a recorded master that runs may still be starting
-PIDS = "pids.json"
 AGENT_ID = "local-agent-{}"
-LOG_KEEP = 5  # old logs kept per process: master.log.1 (the last run) ... master.log.5
-
-pid_alive = procs.pid_alive
-
-
-# ---- stopping process groups ----------------------------------------------------------------
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    left = [p for p in pids if pid_alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = [p for p in left if pid_alive(p)]
-    return left
-
-
-def stop_group_pids(pids: list[int], grace_s: float = STOP_GRACE_S) -> list[int]:
-    """SIGTERM each process group, wait, SIGKILL what is left; returns the ones that needed a kill."""
-    for pid in pids:
-        _signal_group(pid, signal.SIGTERM)
-    stubborn = _wait_gone(pids, grace_s)
-    for pid in stubborn:
-        _signal_group(pid, signal.SIGKILL)
-    _wait_gone(stubborn, 5.0)
-    return stubborn
-
-
-def leftover_processes(data_dir: Path) -> list[int]:
-    """Processes of this cluster no pid file names (trials whose agent died, agents the `local`
-    provider started): those whose environment carries this cluster's id."""
-    cid = procs.cluster_id(data_dir, create=False)
-    return procs.processes_of_cluster(cid) if cid else []
-
-
-# ---- the record of a cluster ----------------------------------------------------------------
-@dataclass
-class Record:
-    """`pids.json`: `master` and `agents` are pids (agent i is `local-agent-i`), `startTimes`
-    maps each pid to its start time, `clusterId` is the id in their environment,
-    `agentEnvironments` the task environments (`NAME=PATH`) every agent offers."""
-
-    url: str
-    cluster_id: str
-    master: int | None = None
-    agents: list[int] = field(default_factory=list)
-    start_times: dict[int, int] = field(default_factory=dict)
-    slots_per_agent: int = 1
-    # `--agent-environment NAME=PATH` (absolute paths), passed to every agent as `--environment`.
-    agent_environments: list[str] = field(default_factory=list)
-
-    def ours(self, pid: int | None) -> bool:
-        return isinstance(pid, int) and procs.is_ours(pid, self.start_times.get(pid), self.cluster_id)
-
-    def note(self, pid: int) -> None:
-        started = procs.start_time(pid)
-        if started is not None:
-            self.start_times[pid] = started
-
-    def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "clusterId": self.cluster_id, "master": self.master, "agents": self.agents,
-                "startTimes": {str(p): t for p, t in self.start_times.items()},
-                "slotsPerAgent": self.slots_per_agent, "agentEnvironments": self.agent_environments}
-
-
-def read_pids(data_dir: Path) -> Record | None:
-    try:
-        data = json.loads((data_dir / PIDS).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    raw_starts = data.get("startTimes")
-    starts: dict[str, Any] = raw_starts if isinstance(raw_starts, dict) else {}
-    master = data.get("master")
-    slots = data.get("slotsPerAgent")
-    envs = data.get("agentEnvironments")
-    return Record(
-        url=str(data.get("url") or ""),
-        cluster_id=str(data.get("clusterId") or procs.cluster_id(data_dir, create=False) or ""),
-        master=master if isinstance(master, int) and not isinstance(master, bool) else None,
-        agents=[p for p in data.get("agents") or [] if isinstance(p, int) and not isinstance(p, bool)],
-        start_times={int(p): t for p, t in starts.items() if str(p).isdigit() and isinstance(t, int)},
-        slots_per_agent=slots if isinstance(slots, int) and slots >= 0 else 1,
-        agent_environments=[e for e in envs if isinstance(e, str)] if isinstance(envs, list) else [])
-
-
-def write_pids(data_dir: Path, record: Record) -> None:
-    procs.write_private(data_dir / PIDS, json.dumps(record.to_json(), indent=2))
-
-
-def ensure_join_token(data_dir: Path) -> Path:
-    """`<data-dir>/join-token`, created once (mode 0600) and reused so agents keep working."""
-    path = data_dir / "join-token"
-    if path.exists() and path.read_text().strip():
-        os.chmod(path, 0o600)
-        return path
-    procs.write_private(path, secrets.token_urlsafe(32) + "\n")
-    return path
-
-
-# ---- configuration --------------------------------------------------------------------------
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "checkpoint_storage":
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def load_user_config(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise CliError(f"cannot read master config {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise CliError(f"master config {path} is not valid YAML: {e}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise CliError(f"master config {path} must be a mapping")
-    return data
-
-
-def master_config(data_dir: Path, port: int, token_file: Path, user_cfg: dict[str, Any]) -> dict[str, Any]:
-    defaults = {
-        "port": port,
-        "data_dir": str(data_dir),
-        "db": {"url": f"sqlite:///{data_dir / 'master.db'}"},
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(data_dir / "checkpoints")},
-    }
-    cfg = deep_merge(defaults, user_cfg)
-    cfg["port"] = port
-    raw_security = cfg.get("security")
-    security: dict[str, Any] = raw_security if isinstance(raw_security, dict) else {}
-    cfg["security"] = {**security, "join_token_file": str(token_file)}
-    cfg["security"].pop("join_token", None)
-    return cfg
-
-
-def autoscale_config(max_agents: int, slots: int, idle_period: str) -> dict[str, Any]:
-    """The default pool served by the `local` provider: agents start on demand and go when idle."""
-    return {"autoscaler_tick": "1s", "resource_pools": [{"pool_name": "default", "provider": {
-        "type": "local", "instance_type": "local", "min_instances": 0, "max_instances": max_agents,
-        "slots_per_instance": slots, "max_idle_agent_period": idle_period, "max_agent_starting_period": "2m"}}]}
-
-
-def agent_environments(specs: list[str]) -> list[str]:
-    """`--agent-environment NAME=PATH` options with absolute paths (a restarted agent may start
-    from another directory); the agent itself checks the rest when it starts."""
-    out: list[str] = []
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            raise CliError(f"--agent-environment {spec!r}: expected NAME=PATH")
-        out.append(f"{name}={Path(path).expanduser().absolute()}")
-    return out
 
 
 # ---- starting processes ---------------------------------------------------------------------
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(f"  | {line}" for line in text) or "  | (empty)"
-
-
 def console_command(name: str, module: str) -> list[str]:
     """The console script next to this Python, else `python -m module`."""
     script = Path(sys.executable).parent / name
@@ -250,20 +89,6 @@ def info_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def rotate_log(path: Path, keep: int | None = None) -> None:
-    """`path` becomes `path.1`, `path.1` becomes `path.2`, ... and `path.<keep>` is dropped; each
-    kept file 0600. Only for a log whose writer is gone (the process is about to start again)."""
-    keep = LOG_KEEP if keep is None else keep
-    if keep < 1 or not path.exists():
-        return
-    for k in range(keep, 0, -1):
-        src = path if k == 1 else path.with_name(f"{path.name}.{k - 1}")
-        dst = path.with_name(f"{path.name}.{k}")
-        if src.exists():
-            os.replace(src, dst)
-            os.chmod(dst, 0o600)
-
-
 def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen[Any]:
     log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     rotate_log(log_path)
@@ -275,10 +100,6 @@ def _spawn(cmd: list[str], log_path: Path, cid: str) -> subprocess.Popen[Any]:
                                     start_new_session=True, close_fds=True, env=env)
         except OSError as e:
             raise CliError(f"cannot start {cmd[0]}: {e.strerror}") from None
-
-
-def _agent_log(data_dir: Path, i: int) -> Path:
-    return data_dir / "logs" / f"agent-{i}.log"
 
 
 def _spawn_agent(data_dir: Path, record: Record, i: int) -> subprocess.Popen[Any]:

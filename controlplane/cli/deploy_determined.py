@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from controlplane.cli import deploy
+from controlplane.cli import deploy, deploy_records
 from controlplane.cli import deploy_procs as procs
+from controlplane.cli.deploy_local_config import deep_merge, load_user_config
 from controlplane.cli.errors import CliError
 
 DEFAULT_CLUSTER_NAME = "determined"
@@ -51,7 +52,7 @@ def _say_ignored(args: argparse.Namespace) -> None:
 
 
 def _delete_db(data_dir: Path) -> None:
-    record = deploy.read_pids(data_dir)
+    record = deploy_records.read_pids(data_dir)
     if record is not None and record.ours(record.master):
         raise CliError(f"--delete-db: the master of {data_dir} is running; `det deploy local cluster-down` first")
     removed = [p for p in data_dir.glob("master.db*") if p.is_file()]
@@ -72,7 +73,7 @@ def _overrides(args: argparse.Namespace, data_dir: Path) -> str | None:
         extra["security"] = {"initial_user_password": args.initial_user_password}
     if not extra:
         return args.master_config_path
-    merged = deploy.deep_merge(deploy.load_user_config(args.master_config_path), extra)
+    merged = deep_merge(load_user_config(args.master_config_path), extra)
     procs.private_dir(data_dir)
     path = data_dir / "master-overrides.yaml"
     procs.write_private(path, yaml.safe_dump(merged, sort_keys=False))
@@ -103,8 +104,8 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
     return code
 
 
-def _recorded(data_dir: Path) -> deploy.Record:
-    record = deploy.read_pids(data_dir)
+def _recorded(data_dir: Path) -> deploy_records.Record:
+    record = deploy_records.read_pids(data_dir)
     if record is None:
         raise CliError(f"no cluster recorded in {data_dir}; start one with `det deploy local master-up` "
                        "or `cluster-up` (name it with --cluster-name)")
@@ -117,7 +118,7 @@ def cmd_master_down(args: argparse.Namespace) -> int:
     if not record.ours(record.master):
         print(f"Master (pid {record.master}) was not running")
         return 0
-    killed = deploy.stop_group_pids([record.master] if record.master is not None else [])
+    killed = deploy_records.stop_group_pids([record.master] if record.master is not None else [])
     print(f"Stopped master (pid {record.master}){' (killed)' if killed else ''}; agents left running "
           "(they reconnect when it is up again)")
     return 0
@@ -140,7 +141,7 @@ def cmd_agent_up(args: argparse.Namespace) -> int:
     proc = deploy._spawn_agent(data_dir, record, i)
     record.agents.append(proc.pid)
     record.note(proc.pid)
-    deploy.write_pids(data_dir, record)
+    deploy_records.write_pids(data_dir, record)
     master = record.master
 
     def master_failed() -> str | None:
@@ -167,7 +168,7 @@ def cmd_agent_down(args: argparse.Namespace) -> int:
     for name in chosen:
         pid = names[name]
         if record.ours(pid):
-            killed = deploy.stop_group_pids([pid])
+            killed = deploy_records.stop_group_pids([pid])
             print(f"Stopped agent {name} (pid {pid}){' (killed)' if killed else ''}")
         else:
             print(f"Agent {name} (pid {pid}) was not running")

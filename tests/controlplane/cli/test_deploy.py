@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controlplane.cli import deploy, deploy_procs
+from controlplane.cli import deploy, deploy_local_config, deploy_procs, deploy_records
 
 FAKE_MASTER = Path(__file__).with_name("fake_master.py")
 SLEEPER = ["-c", "import time; time.sleep(600)"]
@@ -30,8 +30,8 @@ def free_port() -> int:
 
 
 def test_master_config_merges_user_settings(tmp_path):
-    token = deploy.ensure_join_token(tmp_path)
-    cfg = deploy.master_config(tmp_path, 9000, token, {
+    token = deploy_local_config.ensure_join_token(tmp_path)
+    cfg = deploy_local_config.master_config(tmp_path, 9000, token, {
         "db": {"url": "postgresql://x/y"}, "checkpoint_storage": {"type": "directory", "container_path": "/c"},
         "security": {"join_token": "inline"}, "agent_reconnect_wait": "4s", "port": 1234})
     assert cfg["port"] == 9000
@@ -39,17 +39,17 @@ def test_master_config_merges_user_settings(tmp_path):
     assert cfg["checkpoint_storage"] == {"type": "directory", "container_path": "/c"}
     assert cfg["security"] == {"join_token_file": str(token)}
     assert cfg["agent_reconnect_wait"] == "4s" and cfg["data_dir"] == str(tmp_path)
-    default = deploy.master_config(tmp_path, 8080, token, {})
+    default = deploy_local_config.master_config(tmp_path, 8080, token, {})
     assert default["db"]["url"] == f"sqlite:///{tmp_path}/master.db"
     assert default["checkpoint_storage"] == {"type": "shared_fs", "host_path": str(tmp_path / "checkpoints")}
 
 
 def test_join_token_is_private_and_reused(tmp_path):
-    path = deploy.ensure_join_token(tmp_path)
+    path = deploy_local_config.ensure_join_token(tmp_path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     first = path.read_text()
     assert len(first.strip()) >= 32
-    assert deploy.ensure_join_token(tmp_path).read_text() == first
+    assert deploy_local_config.ensure_join_token(tmp_path).read_text() == first
 
 
 def test_down_when_nothing_runs(cli_env, det, tmp_path):
@@ -89,7 +89,7 @@ def test_up_is_idempotent_and_down_stops_everything(cli_env, det, tmp_path, stan
         assert f"Master running at {url}" in r.out and f"export DET_MASTER={url}" in r.out
         pids = json.loads((data / "pids.json").read_text())
         assert pids["url"] == url and len(pids["agents"]) == 1
-        assert all(deploy.pid_alive(p) for p in [pids["master"], *pids["agents"]])
+        assert all(deploy_procs.pid_alive(p) for p in [pids["master"], *pids["agents"]])
         assert set(pids["startTimes"]) == {str(pids["master"]), str(pids["agents"][0])}
         written = yaml.safe_load((data / "master.yaml").read_text())
         assert written["port"] == port and written["db"]["url"] == "sqlite:////tmp/x.db"
@@ -103,7 +103,7 @@ def test_up_is_idempotent_and_down_stops_everything(cli_env, det, tmp_path, stan
         down = det("deploy", "local", "down", "--data-dir", str(data))
     assert down.rc == 0
     assert "Stopped agent local-agent-0" in down.out and "Stopped master" in down.out
-    assert not any(deploy.pid_alive(p) for p in [pids["master"], *pids["agents"]])
+    assert not any(deploy_procs.pid_alive(p) for p in [pids["master"], *pids["agents"]])
     assert not (data / "pids.json").exists()
     assert "Nothing was running." in det("deploy", "local", "down", "--data-dir", str(data)).out
 
@@ -161,19 +161,19 @@ def test_down_stops_only_its_own_cluster(cli_env, det, tmp_path, stand_ins, reap
         orphan = sleeper(env={deploy_procs.CLUSTER_ENV: mine["clusterId"]})  # a trial whose agent died
         reap(orphan)
         for p in (lookalike, orphan):
-            assert deploy.pid_alive(p.pid)
+            assert deploy_procs.pid_alive(p.pid)
 
         r = det("deploy", "local", "down", "--data-dir", str(ours))
         assert r.rc == 0
-        assert not any(deploy.pid_alive(p) for p in [mine["master"], *mine["agents"]])
+        assert not any(deploy_procs.pid_alive(p) for p in [mine["master"], *mine["agents"]])
         assert f"Stopped 1 leftover process(es) of this cluster: {orphan.pid}" in r.out
         assert orphan.wait(10) is not None
-        assert all(deploy.pid_alive(p) for p in [theirs["master"], *theirs["agents"]]), "sibling cluster touched"
-        assert deploy.pid_alive(lookalike.pid), "a process that only mentions the data dir was stopped"
+        assert all(deploy_procs.pid_alive(p) for p in [theirs["master"], *theirs["agents"]]), "sibling cluster touched"
+        assert deploy_procs.pid_alive(lookalike.pid), "a process that only mentions the data dir was stopped"
     finally:
         det("deploy", "local", "down", "--data-dir", str(sibling))
         det("deploy", "local", "down", "--data-dir", str(ours))
-    assert not any(deploy.pid_alive(p) for p in [theirs["master"], *theirs["agents"]])
+    assert not any(deploy_procs.pid_alive(p) for p in [theirs["master"], *theirs["agents"]])
 
 
 def test_down_in_the_home_directory_touches_nothing_it_did_not_start(cli_env, det, tmp_path, reap):
@@ -185,7 +185,7 @@ def test_down_in_the_home_directory_touches_nothing_it_did_not_start(cli_env, de
     reap(bystander)
     r = det("deploy", "local", "down", "--data-dir", "~")
     assert r.rc == 0 and "Nothing was running." in r.out
-    assert deploy.pid_alive(bystander.pid)
+    assert deploy_procs.pid_alive(bystander.pid)
 
 
 def test_a_reused_pid_is_not_taken_for_the_recorded_process(cli_env, det, tmp_path, reap):
@@ -201,7 +201,7 @@ def test_a_reused_pid_is_not_taken_for_the_recorded_process(cli_env, det, tmp_pa
         "startTimes": {str(stranger.pid): real_start - 1}}))
     r = det("deploy", "local", "down", "--data-dir", str(data))
     assert f"Master (pid {stranger.pid}) was not running" in r.out and "Nothing was running." in r.out
-    assert deploy.pid_alive(stranger.pid)
+    assert deploy_procs.pid_alive(stranger.pid)
 
 
 def test_up_restarts_a_dead_agent(cli_env, det, tmp_path, stand_ins):
@@ -213,14 +213,14 @@ def test_up_restarts_a_dead_agent(cli_env, det, tmp_path, stand_ins):
         [dead] = before["agents"]
         os.killpg(dead, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while deploy.pid_alive(dead) and time.monotonic() < deadline:
+        while deploy_procs.pid_alive(dead) and time.monotonic() < deadline:
             time.sleep(0.05)
 
         r = up(det, data, port)
         assert r.rc == 0, r.err
         after = json.loads((data / "pids.json").read_text())
         [new] = after["agents"]
-        assert new != dead and deploy.pid_alive(new)
+        assert new != dead and deploy_procs.pid_alive(new)
         assert f"Restarted agent local-agent-0 (pid {new})" in r.out and "already running" not in r.out
         assert f"Agent local-agent-0 (pid {dead}) is not running" in r.err
         assert after["master"] == before["master"]  # the master was fine: it kept running
@@ -228,7 +228,7 @@ def test_up_restarts_a_dead_agent(cli_env, det, tmp_path, stand_ins):
         assert "already running" in up(det, data, port).out
     finally:
         det("deploy", "local", "down", "--data-dir", str(data))
-    assert not deploy.pid_alive(new)
+    assert not deploy_procs.pid_alive(new)
 
 
 def test_failed_master_start_shows_log_and_cleans_up(cli_env, det, tmp_path, monkeypatch):
@@ -254,7 +254,7 @@ def test_failed_agent_stops_the_master(cli_env, det, tmp_path, monkeypatch):
     assert r.rc == 1
     assert "exited with status 4" in r.err and "agent cannot start" in r.err
     assert not (data / "pids.json").exists()
-    assert deploy.leftover_processes(data.resolve()) == []
+    assert deploy_records.leftover_processes(data.resolve()) == []
 
 
 def test_port_in_use_is_refused(cli_env, det, tmp_path):
@@ -286,9 +286,9 @@ def kill_master(data: Path) -> dict:
     record = json.loads((data / "pids.json").read_text())
     os.kill(record["master"], signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while deploy.pid_alive(record["master"]) and time.monotonic() < deadline:
+    while deploy_procs.pid_alive(record["master"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not deploy.pid_alive(record["master"])
+    assert not deploy_procs.pid_alive(record["master"])
     return record
 
 
@@ -302,9 +302,10 @@ def test_up_after_a_master_crash_starts_only_the_master(cli_env, det, tmp_path, 
         r = up(det, data, port)
         assert r.rc == 0, r.err
         after = json.loads((data / "pids.json").read_text())
-        assert after["agents"] == before["agents"] and deploy.pid_alive(before["agents"][0]), "the agent was stopped"
+        assert after["agents"] == before["agents"] and deploy_procs.pid_alive(before["agents"][0]), \
+            "the agent was stopped"
         assert after["startTimes"][str(before["agents"][0])] == before["startTimes"][str(before["agents"][0])]
-        assert after["master"] != before["master"] and deploy.pid_alive(after["master"])
+        assert after["master"] != before["master"] and deploy_procs.pid_alive(after["master"])
         assert str(before["master"]) not in after["startTimes"]
         assert f"Restarted the master (pid {after['master']})" in r.out
         assert f"Agent local-agent-0 (pid {before['agents'][0]}) kept running" in r.out
@@ -312,7 +313,7 @@ def test_up_after_a_master_crash_starts_only_the_master(cli_env, det, tmp_path, 
         assert "already running" in up(det, data, port).out
     finally:
         det("deploy", "local", "down", "--data-dir", str(data))
-    assert not deploy.pid_alive(after["master"]) and not deploy.pid_alive(before["agents"][0])
+    assert not deploy_procs.pid_alive(after["master"]) and not deploy_procs.pid_alive(before["agents"][0])
 
 
 def listener(port: int) -> subprocess.Popen:
@@ -340,17 +341,17 @@ def test_up_with_another_process_on_the_masters_port_stops_nothing(cli_env, det,
         assert r.rc == 1
         assert f"port {port} is already in use by pid {squatter.pid}" in r.err and "Traceback" not in r.err
         assert "Nothing was stopped" in r.err
-        assert deploy.pid_alive(record["agents"][0]), "up stopped the surviving agent"
+        assert deploy_procs.pid_alive(record["agents"][0]), "up stopped the surviving agent"
         assert squatter.poll() is None, "up stopped a process it did not start"
         assert (data / "pids.json").read_bytes() == recorded
     finally:
         det("deploy", "local", "down", "--data-dir", str(data))
-    assert not deploy.pid_alive(record["agents"][0])
+    assert not deploy_procs.pid_alive(record["agents"][0])
 
 
 def test_logs_of_earlier_runs_are_kept(cli_env, det, tmp_path, stand_ins, monkeypatch):
     """Each start rotates master.log (and agent-N.log) instead of writing over it, keeping LOG_KEEP."""
-    monkeypatch.setattr(deploy, "LOG_KEEP", 2)
+    monkeypatch.setattr(deploy_records, "LOG_KEEP", 2)
     data = tmp_path / "cluster"
     logs = data / "logs"
     ports = [free_port() for _ in range(3)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from controlplane.cli import deploy, deploy_determined
+from controlplane.cli import deploy_determined, deploy_procs
 from tests.controlplane.cli.test_deploy import free_port, mode, stand_ins  # noqa: F401 (a fixture)
 
 
@@ -22,7 +22,7 @@ def test_master_up_agent_up_logs_and_the_downs(cli_env, det, tmp_path, stand_ins
         assert r.rc == 0, r.err
         assert "--det-version ignored" in r.err
         pids = json.loads((data / "pids.json").read_text())
-        assert pids["agents"] == [] and deploy.pid_alive(pids["master"])
+        assert pids["agents"] == [] and deploy_procs.pid_alive(pids["master"])
         written = yaml.safe_load((data / "master.yaml").read_text())
         assert written["security"]["initial_user_password"] == "Secr3tPw" and mode(data / "master.yaml") == 0o600
         assert mode(data / "master-overrides.yaml") == 0o600
@@ -33,7 +33,7 @@ def test_master_up_agent_up_logs_and_the_downs(cli_env, det, tmp_path, stand_ins
         assert r.rc == 0, r.err
         assert "Agent local-agent-0" in r.out
         agent = json.loads((data / "pids.json").read_text())["agents"][0]
-        assert deploy.pid_alive(agent)
+        assert deploy_procs.pid_alive(agent)
 
         assert "fake master" in det("deploy", "local", "logs", "--no-follow", *at).out
 
@@ -41,11 +41,11 @@ def test_master_up_agent_up_logs_and_the_downs(cli_env, det, tmp_path, stand_ins
         assert unnamed.rc != 0 and "--agent-name" in unnamed.err
         r = det("deploy", "local", "agent-down", "--agent-name", "local-agent-0", *at)
         assert r.rc == 0 and "Stopped agent local-agent-0" in r.out
-        assert not deploy.pid_alive(agent)
+        assert not deploy_procs.pid_alive(agent)
 
         r = det("deploy", "local", "master-down", *at)
         assert r.rc == 0 and "Stopped master" in r.out
-        assert not deploy.pid_alive(pids["master"])
+        assert not deploy_procs.pid_alive(pids["master"])
         (data / "master.db").write_text("")  # the fake master keeps none: stands for the database
     finally:
         down = det("deploy", "local", "cluster-down", "--delete-db", *at)

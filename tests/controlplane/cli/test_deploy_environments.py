@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from controlplane.cli import deploy
+from controlplane.cli import deploy_procs
 from tests.controlplane.cli.test_deploy import free_port, stand_ins, up
 
 __all__ = ["stand_ins"]  # the fixture, used by name
@@ -35,7 +35,7 @@ def test_agents_get_the_environments_and_keep_them_across_a_restart(cli_env, det
         [dead] = pids["agents"]
         os.killpg(dead, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while deploy.pid_alive(dead) and time.monotonic() < deadline:
+        while deploy_procs.pid_alive(dead) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert up(det, data, port).rc == 0  # no options this time: the recorded ones are used
         [new] = json.loads((data / "pids.json").read_text())["agents"]
