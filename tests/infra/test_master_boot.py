@@ -4,6 +4,7 @@ det-master on SQLite, which must answer /info."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from controlplane.master.settings import load_settings
 from infra.master_boot.render import render_master_boot
 from infra.master_config import master_config, postgres_url
 from tests.support.boot_simulator import MetadataServer
-from tests.support.cluster import free_port, wait_for
+from tests.support.cluster import free_port, free_port_run, wait_for
 
 TOKEN = "join-'token' $(touch /tmp/det-pwned) `x` \"y\""
 PASSWORD = "p@ss/w'rd:%$x"
@@ -124,7 +125,7 @@ def test_render_refuses_unknown_cloud_and_db():
 
 
 def test_real_master_boots_from_the_script(tmp_path, imds):
-    port = free_port()
+    port = free_port_run(2)  # the boot config's proxy_port is port + 1 (infra/master_config.py)
     # The pool's EC2 endpoint is a closed local port, so the autoscaler's calls fail at once, offline.
     provider = {"type": "aws", "region": "us-west-2", "image_id": "ami-1", "instance_type": "g4dn.xlarge",
                 "max_instances": 2, "endpoint_url": f"http://127.0.0.1:{free_port()}"}
@@ -155,7 +156,8 @@ def test_real_master_boots_from_the_script(tmp_path, imds):
         assert settings.public_url == f"http://127.0.0.1:{port}"
         assert type(provisioner_for(settings.pools[0])).__name__ == "Ec2Provisioner"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it exited already: the failure above says why
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
