@@ -48,7 +48,7 @@ from controlplane.master.services.logs import (
     trial_log_query,
 )
 from controlplane.master.services.paging import MAX_INT64
-from controlplane.master.stream_slots import take_slot
+from controlplane.master.stream_slots import Slot, take_slot
 from controlplane.state import trial as T
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,23 @@ def _line(row: Any) -> bytes:
 
 def stream_error_line(message: str) -> bytes:
     return _encoder.encode({"error": {"error": message, "message": message, "httpCode": 500}}) + b"\n"
+
+
+def log_stream(lines: AsyncIterator[bytes], slot: Slot | None, what: str) -> Stream:
+    """A log stream's answer (a trial's, a task's: ``what`` names it): its NDJSON lines, held in its
+    stream slot when it took one. A failure mid-stream ends it with an error line, the 200 being sent."""
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in lines:
+                yield chunk
+        except Exception:
+            log.exception("%s log stream failed", what)
+            yield stream_error_line(f"reading the logs of {what} failed; the master log has the details")
+
+    if slot is None:
+        return Stream(stream(), media_type="application/x-ndjson")
+    return Stream(slot.hold_while(stream()), media_type="application/x-ndjson", background=BackgroundTask(slot.release))
 
 
 FOLLOW_READ_S = 1.0  # a follower reads new lines at most this often (a burst lands as one page)
@@ -217,17 +234,7 @@ async def trial_logs(
             if not ended:  # at most one read per FOLLOW_READ_S: what lands meanwhile comes in the same page
                 await asyncio.sleep(max(0.0, read_at + FOLLOW_READ_S - time.monotonic()))
 
-    async def stream() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in lines():
-                yield chunk
-        except Exception:  # the 200 is sent: end the stream with a line saying why
-            log.exception("trial %s log stream failed", trial_id)
-            yield stream_error_line(f"reading the logs of trial {trial_id} failed; the master log has the details")
-
-    if slot is None:
-        return Stream(stream(), media_type="application/x-ndjson")
-    return Stream(slot.hold_while(stream()), media_type="application/x-ndjson", background=BackgroundTask(slot.release))
+    return log_stream(lines(), slot, f"trial {trial_id}")
 
 
 @post("/api/v1/task/logs", operation_id="PostTaskLogs", opt=opt(Action.TASK_REPORT, "body"), tags=["tasks"],

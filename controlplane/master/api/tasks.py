@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -22,13 +21,12 @@ from typing import Annotated, Any, Literal, cast
 
 import msgspec
 from litestar import get
-from litestar.background_tasks import BackgroundTask
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
 
 from controlplane.common.timeutil import iso
 from controlplane.master.api.auth_guard import principal_of, require_task, runtime_of
-from controlplane.master.api.logs import LEVELS, stream_error_line
+from controlplane.master.api.logs import LEVELS, log_stream
 from controlplane.master.api.pai import AfterQuery
 from controlplane.master.api.params import TaskId
 from controlplane.master.authz import Action, opt, require_owner
@@ -41,8 +39,6 @@ from controlplane.master.services import tasks as tasks_svc
 from controlplane.master.services.logs import NO_NUL
 from controlplane.master.services.paging import MAX_INT64
 from controlplane.master.stream_slots import take_slot
-
-log = logging.getLogger(__name__)
 
 ScalarLimit = Annotated[int, Parameter(ge=1, le=10_000, description="reports per page")]
 
@@ -271,17 +267,7 @@ async def task_logs(
                 ended_at = time.monotonic()
             await asyncio.sleep(FOLLOW_READ_S)
 
-    async def stream() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in lines():
-                yield chunk
-        except Exception:  # the 200 is sent: end the stream with a line saying why
-            log.exception("task %s log stream failed", task_id)
-            yield stream_error_line(f"reading the logs of task {task_id} failed; the master log has the details")
-
-    if slot is None:
-        return Stream(stream(), media_type="application/x-ndjson")
-    return Stream(slot.hold_while(stream()), media_type="application/x-ndjson", background=BackgroundTask(slot.release))
+    return log_stream(lines(), slot, f"task {task_id}")
 
 
 ROUTES = [context_directory, list_tasks, tensorboard_scalars, get_task, task_logs]
