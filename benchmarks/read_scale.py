@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import os
 import statistics
 import sys
@@ -56,21 +55,13 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.experiment_copies import CONFIG, MODEL_DEF, copy_first_experiment, timed
 from controlplane.master.db.engine import make_engine
 from tests.support.cluster import MasterProcess, login
 
 TARGET_P99_MS = 150.0
+READ_TIMEOUT_S = 600  # a read this slow fails the run
 MAX_GROWTH = 1.5  # p99 at scale over p99 at the --compare run's (smaller) scale
-CONFIG = {"name": "bench", "entrypoint": "python3 train.py",
-          "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}},
-          "searcher": {"name": "random", "metric": "loss", "smaller_is_better": True, "max_trials": 1,
-                       "max_length": {"batches": 100}}}
-MODEL_DEF = [{"path": "train.py", "type": 48, "content": base64.b64encode(b"print('hi')\n").decode(), "mtime": "0",
-              "uid": 0, "gid": 0, "mode": 0o644}]
-EXP_COLUMNS = ("description, labels, config, original_config, owner_id, searcher_type, searcher_state, "
-               "context_hash, resource_pool, priority, weight, max_slots, queue_position, "
-               "project_id, progress, progress_basis, archived, notes, start_time")
-TRIAL_COLUMNS = "request_id, hparams, seed, state, restarts, run_id, total_batches, runner_state, progress, start_time"
 READS = {
     "describe": "/api/v1/trials/1",
     "list": "/api/v1/experiments?limit=50&orderBy=ORDER_BY_DESC",
@@ -81,12 +72,6 @@ READS = {
     "info": "/info",
 }
 CHUNK = 50_000
-
-
-def _series(dialect: str) -> str:
-    if dialect == "postgresql":
-        return "n(i) AS (SELECT generate_series(2, :count))"
-    return "n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < :count)"
 
 
 def _report(s: int) -> tuple[str, int, dict[str, float]]:
@@ -103,17 +88,9 @@ async def seed(db_url: str, args: argparse.Namespace) -> None:
 
     engine = make_engine(db_url)
     dialect = engine.dialect.name
-    state = "CASE n.i % 4 WHEN 0 THEN 'ACTIVE' WHEN 1 THEN 'PAUSED' WHEN 2 THEN 'COMPLETED' ELSE 'CANCELED' END"
     async with engine.begin() as conn:
         if args.experiments > 1:
-            await conn.execute(text(
-                f"WITH RECURSIVE {_series(dialect)} INSERT INTO experiments (id, name, state, job_id, {EXP_COLUMNS}) "
-                f"SELECT n.i, 'bench-' || n.i, {state}, 'job-' || n.i, {EXP_COLUMNS} "
-                "FROM n, experiments AS e WHERE e.id = 1"), {"count": args.experiments})
-            await conn.execute(text(
-                f"WITH RECURSIVE {_series(dialect)} INSERT INTO trials (id, experiment_id, task_id, "
-                f"searcher_metric_value, {TRIAL_COLUMNS}) SELECT n.i + 1000000, n.i, 'task-' || n.i, "
-                f"(n.i % 97) / 100.0, {TRIAL_COLUMNS} FROM n, trials AS t WHERE t.id = 1"), {"count": args.experiments})
+            await copy_first_experiment(conn, dialect, args.experiments, trial_id_offset=1_000_000)
             await conn.execute(text(
                 "INSERT INTO experiment_contexts (experiment_id, model_definition) SELECT e.id, c.model_definition "
                 "FROM experiments AS e, experiment_contexts AS c WHERE c.experiment_id = 1 AND e.id > 1"))
@@ -169,16 +146,6 @@ def make_sessions(engine: Any) -> Any:
     from sqlalchemy.ext.asyncio import async_sessionmaker
 
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-def timed(session: requests.Session, url: str, reps: int) -> list[float]:
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        r = session.get(url, timeout=600)
-        out.append((time.perf_counter() - t0) * 1000)
-        r.raise_for_status()
-    return out
 
 
 def p99(values: list[float]) -> float:
@@ -250,8 +217,8 @@ def run(backend: str, db_url: str, args: argparse.Namespace, figures: dict[str, 
             check_answers(s, master.url, args)
             results: dict[str, list[float]] = {}
             for name, path in READS.items():
-                timed(s, master.url + path, 2)  # warm: templates compiled, caches filled
-                results[name] = timed(s, master.url + path, args.reps)
+                timed(s, master.url + path, 2, READ_TIMEOUT_S)  # warm: templates compiled, caches filled
+                results[name] = timed(s, master.url + path, args.reps, READ_TIMEOUT_S)
             results["list_busy"] = _list_while_describing(master.url, token, args.reps)
             assert master.proc is not None
             peak, now = memory_kib(master.proc.pid)
@@ -284,7 +251,7 @@ def _list_while_describing(base: str, token: str, reps: int) -> list[float]:
     try:
         s = requests.Session()
         s.headers["Authorization"] = f"Bearer {token}"
-        return timed(s, base + READS["list"], reps)
+        return timed(s, base + READS["list"], reps, READ_TIMEOUT_S)
     finally:
         stop.set()
         thread.join(timeout=600)

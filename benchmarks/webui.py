@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import re
 import statistics
 import sys
@@ -38,26 +37,12 @@ import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.experiment_copies import CONFIG, MODEL_DEF, copy_first_experiment, timed
 from controlplane.master.db.engine import make_engine
 from tests.support.cluster import MasterProcess, login
 
+READ_TIMEOUT_S = 120  # a read this slow fails the run
 TARGETS = {"list_p50_ms": 150.0, "chart_p50_ms": 200.0, "detail_kb": 300.0}
-CONFIG = {"name": "bench", "entrypoint": "python3 train.py",
-          "hyperparameters": {"lr": {"type": "double", "minval": 0.001, "maxval": 0.1}},
-          "searcher": {"name": "random", "metric": "loss", "smaller_is_better": True, "max_trials": 1,
-                       "max_length": {"batches": 100}}}
-MODEL_DEF = [{"path": "train.py", "type": 48, "content": base64.b64encode(b"print('hi')\n").decode(), "mtime": "0",
-              "uid": 0, "gid": 0, "mode": 0o644}]
-EXP_COLUMNS = ("description, labels, config, original_config, owner_id, searcher_type, searcher_state, "
-               "context_hash, resource_pool, priority, weight, max_slots, queue_position, "
-               "project_id, progress, progress_basis, archived, notes, start_time")
-TRIAL_COLUMNS = "request_id, hparams, seed, state, restarts, run_id, total_batches, runner_state, progress, start_time"
-
-
-def _series(dialect: str) -> str:
-    if dialect == "postgresql":
-        return "n(i) AS (SELECT generate_series(2, :count))"
-    return "n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < :count)"
 
 
 async def seed(db_url: str, experiments: int, points: int) -> None:
@@ -66,17 +51,8 @@ async def seed(db_url: str, experiments: int, points: int) -> None:
 
     engine = make_engine(db_url)
     dialect = engine.dialect.name
-    state = "CASE n.i % 4 WHEN 0 THEN 'ACTIVE' WHEN 1 THEN 'PAUSED' WHEN 2 THEN 'COMPLETED' ELSE 'CANCELED' END"
-    cat = "||"
     async with engine.begin() as conn:
-        await conn.execute(text(
-            f"WITH RECURSIVE {_series(dialect)} INSERT INTO experiments (id, name, state, job_id, {EXP_COLUMNS}) "
-            f"SELECT n.i, 'bench-' {cat} n.i, {state}, 'job-' {cat} n.i, {EXP_COLUMNS} "
-            "FROM n, experiments AS e WHERE e.id = 1"), {"count": experiments})
-        await conn.execute(text(
-            f"WITH RECURSIVE {_series(dialect)} INSERT INTO trials (id, experiment_id, task_id, "
-            f"searcher_metric_value, {TRIAL_COLUMNS}) SELECT n.i + 1000, n.i, 'task-' {cat} n.i, "
-            f"(n.i % 97) / 100.0, {TRIAL_COLUMNS} FROM n, trials AS t WHERE t.id = 1"), {"count": experiments})
+        await copy_first_experiment(conn, dialect, experiments, trial_id_offset=1000)
         if dialect == "postgresql":
             await conn.execute(text("SELECT setval(pg_get_serial_sequence('experiments', 'id'), :count)"),
                                {"count": experiments})
@@ -102,16 +78,6 @@ async def seed(db_url: str, experiments: int, points: int) -> None:
                     "report_time) VALUES (?, ?, ?, ?, ?, ?)", rows)
         await conn.execute(text("ANALYZE"))
     await engine.dispose()
-
-
-def timed(session: requests.Session, url: str, reps: int) -> list[float]:
-    out = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        r = session.get(url, timeout=120)
-        out.append((time.perf_counter() - t0) * 1000)
-        r.raise_for_status()
-    return out
 
 
 def page_weight(session: requests.Session, base: str, path: str) -> tuple[int, list[str]]:
@@ -146,11 +112,11 @@ def run(backend: str, db_url: str, args: argparse.Namespace, figures: dict[str, 
             asyncio.run(seed(db_url, args.experiments, args.points))
             print(f"[{backend}] seeded {args.experiments} experiments, {args.points} reports in "
                   f"{time.perf_counter() - t0:.1f}s")
-            timed(s, f"{master.url}/experiments", 2)  # warm: templates compiled, caches filled
-            lst = timed(s, f"{master.url}/experiments", args.reps)
+            timed(s, f"{master.url}/experiments", 2, READ_TIMEOUT_S)  # warm: templates compiled, caches filled
+            lst = timed(s, f"{master.url}/experiments", args.reps, READ_TIMEOUT_S)
             chart_url = f"{master.url}/ui/data/trials/1/series?metric=loss&points=2000"
-            cold = timed(s, chart_url, 1)[0]
-            chart = timed(s, chart_url, args.reps)
+            cold = timed(s, chart_url, 1, READ_TIMEOUT_S)[0]
+            chart = timed(s, chart_url, args.reps, READ_TIMEOUT_S)
             points = len(s.get(chart_url, timeout=60).json()["series"][0]["x"])
             weight, parts = page_weight(s, master.url, "/experiments/1")
         finally:
