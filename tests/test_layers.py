@@ -25,7 +25,7 @@ MASTER_LAYERS: list[set[str]] = [
     # the ground every part stands on
     {"runtime_core", "background", "http_types", "agent_hub", "agent_inbox", "proxy_sessions", "token_cache",
      "checkpoint_files", "browser_session", "db", "settings", "pools", "authz", "errors", "principals",
-     "redaction", "stream_slots", "log_ring", "file_modes"},
+     "redaction", "stream_slots", "log_ring", "file_modes", "task_hosts"},
 ]
 # Outside the master: the domain and the clients never import it (the CLI speaks REST only).
 NOT_THE_MASTER = ("controlplane.config", "controlplane.searchers", "controlplane.scheduler", "controlplane.state",

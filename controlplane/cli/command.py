@@ -29,7 +29,7 @@ from typing import Any
 from controlplane.cli import context as ctx
 from controlplane.cli import pages, render
 from controlplane.cli.common import paged, print_json, session_for
-from controlplane.cli.errors import ApiError, CliError
+from controlplane.cli.errors import CliError
 from controlplane.cli.progress import ProgressBody
 from controlplane.cli.session import UPLOAD_TIMEOUT, Session
 
@@ -384,19 +384,18 @@ def service_url(session: Session, kind: str, task: dict[str, Any]) -> str:
     return session.master.rstrip("/") + address
 
 
-def wait_serving(session: Session, kind: str, task_id: str, status_path: str, timeout_s: float = SERVING_WAIT_S,
+def wait_serving(session: Session, kind: str, task_id: str, timeout_s: float = SERVING_WAIT_S,
                  interval: float = POLL_S) -> bool:
-    """True once ``/proxy/<id>/<status_path>`` answers through the master's proxy (the master's link
-    is followed to the proxy's origin, whose one-time ticket signs this session in there); False
-    after ``timeout_s``; CliError if the task ends or the master refuses this user."""
+    """True once the master says the task's web server answers (Determined's ``isReady``: the
+    master asks it, at the address and with the secret its proxy uses); False after ``timeout_s``;
+    CliError if the task ends or the master refuses this user. The printed URL is the master's
+    link, which sends a browser on to the task's own origin (``<task>.<proxy host>``)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            session.request("GET", f"/proxy/{task_id}/{status_path}").close()
+        answer = session.get(f"/api/v1/tasks/{task_id}")
+        allocations = (answer.get("task") or {}).get("allocations") or []
+        if any(a.get("isReady") for a in allocations if isinstance(a, dict)):
             return True
-        except ApiError as e:
-            if e.status in (401, 403):
-                raise
         task = get_task(session, kind, task_id)
         if task.get("state") == TERMINATED:
             raise CliError(f"{kind} {task_id} ended before it answered: {task.get('exitStatus') or 'no reason given'}")
@@ -405,7 +404,7 @@ def wait_serving(session: Session, kind: str, task_id: str, status_path: str, ti
         time.sleep(interval)
 
 
-def start_served(args: argparse.Namespace, status_path: str, extra: dict[str, Any] | None = None) -> int:
+def start_served(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> int:
     """Launch, wait until it runs and answers through the master, print its URL (-d: its id)."""
     session = session_for(args)
     task = launch(session, args.kind, launch_config(args), args.context, extra)
@@ -414,7 +413,7 @@ def start_served(args: argparse.Namespace, status_path: str, extra: dict[str, An
         return 0
     try:
         task = wait_running(session, args.kind, task["id"])
-        if not wait_serving(session, args.kind, task["id"], status_path):
+        if not wait_serving(session, args.kind, task["id"]):
             print(f"Warning: the {args.kind} does not answer through the master yet; see det {args.kind} logs "
                   f"{task['id']}", file=sys.stderr)
     except KeyboardInterrupt:

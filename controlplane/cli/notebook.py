@@ -2,12 +2,13 @@
 
 A notebook's answer names its page, ``serviceAddress`` (``/proxy/<id>/lab``). On the master that
 path is a link: for the notebook's owner (or an admin), signed in by bearer token or by the web
-UI's session cookie, it sends the browser on to the same path on the proxy's own origin (another
-port, ``proxy_port``) with a one-time ticket, which signs it in there for that notebook only.
-`det notebook start` launches one, waits until it runs and JupyterLab answers through the proxy,
-and prints the URL (master URL + ``serviceAddress``). Determined opens a browser there; this client
-prints the URL only (``--no-browser`` is accepted and is what it does): open it in a browser signed
-in to this master's web UI.
+UI's session cookie (a navigation typed or from the master's own pages), it sends the browser on to
+the same path on the notebook's own origin (``<notebook>.<proxy host>:<proxy_port>``, a host per
+task) with a one-time ticket, which signs it in there for that notebook only.
+`det notebook start` launches one, waits until it runs and the master says JupyterLab answers
+(``isReady``), and prints the URL (master URL + ``serviceAddress``). Determined opens a browser
+there; this client prints the URL only (``--no-browser`` is accepted and is what it does): open it
+in a browser signed in to this master's web UI.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from typing import Any
 
 from controlplane.cli import command as ntsc
 
-STATUS_PATH = "api/status"  # Jupyter Server's: 200 JSON once it serves
-
 
 def cmd_start(args: argparse.Namespace) -> int:
-    return ntsc.start_served(args, STATUS_PATH)
+    return ntsc.start_served(args)
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

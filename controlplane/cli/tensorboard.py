@@ -1,8 +1,8 @@
 """`det tensorboard`: TensorBoard over experiments' metrics, served through the master's proxy.
 
 `det tensorboard start EXPERIMENT_ID...` launches a TensorBoard task for those experiments, waits
-until TensorBoard answers through the master's proxy (``/proxy/<id>/``, for its owner or an admin:
-on the master a link to the proxy's own origin, as for notebooks) and prints its URL; the task
+until the master says TensorBoard answers (``isReady``) and prints its URL (``/proxy/<id>/``, for its
+owner or an admin: on the master a link to the TensorBoard's own origin, as for notebooks); the task
 keeps reading new reports while the experiments run and is stopped after its ``idle_timeout``
 without traffic.
 """
@@ -14,11 +14,9 @@ from typing import Any
 
 from controlplane.cli import command as ntsc
 
-STATUS_PATH = "data/environment"  # TensorBoard's: 200 JSON once it serves
-
 
 def cmd_start(args: argparse.Namespace) -> int:
-    return ntsc.start_served(args, STATUS_PATH, {"experimentIds": list(args.experiment_ids)})
+    return ntsc.start_served(args, {"experimentIds": list(args.experiment_ids)})
 
 
 def _experiment_id(text: str) -> int:

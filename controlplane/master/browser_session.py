@@ -35,16 +35,36 @@ def csrf_token(session_token: str) -> str:
     return hmac.new(session_token.encode(), b"controlplane-csrf", hashlib.sha256).hexdigest()[:40]
 
 
+MAX_COOKIE_VALUES = 32  # of one name tried per request: each unknown one costs a token lookup
+SIGNED_IN_STATE = "cookie_token"  # connection.state: the cookie value the guard signed in with
+
+
+def cookie_values(connection: AnyConnection, name: str) -> list[str]:
+    """Every distinct non-empty value of cookie ``name`` in the request, in the browser's order
+    (at most ``MAX_COOKIE_VALUES``). A page of another host of the same site (a task's origin) can
+    set a cookie of the same name with a ``Domain`` and a narrower path, which the browser sends
+    beside and before this master's own (cookie tossing): the caller tries each, so a tossed one
+    neither signs the browser in nor locks it out."""
+    out: list[str] = []
+    for header in connection.headers.getall("cookie", []):
+        for part in header.split(";"):
+            key, eq, value = part.partition("=")
+            value = value.strip().strip('"')
+            if eq and key.strip() == name and value and value not in out:
+                out.append(value)
+                if len(out) >= MAX_COOKIE_VALUES:
+                    return out
+    return out
+
+
 def cookie_token(connection: AnyConnection) -> str | None:
-    """The session cookie's token; None without one, and None with more than one: a page of another
-    port of this host (the task proxy's origin) can set a cookie of the same name for a narrower
-    path, which the browser sends beside and before this master's own (cookie tossing), to have the
-    master's pages work under another user's session."""
-    raw = ";".join(connection.headers.getall("cookie", []))
-    if sum(1 for part in raw.split(";") if part.split("=", 1)[0].strip() == COOKIE) > 1:
-        return None
-    value = connection.cookies.get(COOKIE)
-    return value or None
+    """The session cookie's token this request was signed in with (the guard records which, of
+    several); without that record, the only value, or None."""
+    signed_in = getattr(connection.state, SIGNED_IN_STATE, None)
+    if isinstance(signed_in, str):
+        return signed_in
+    values = cookie_values(connection, COOKIE)
+    return values[0] if len(values) == 1 else None
 
 
 def csrf_ok(connection: AnyConnection, session_token: str, form_value: str | None = None) -> bool:
@@ -78,3 +98,8 @@ def safe_next(target: str | None) -> str:
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
         return "/"
     return target
+
+
+def cookie_tokens(connection: AnyConnection) -> list[str]:
+    """Every session-cookie value the request carries (``cookie_values``)."""
+    return cookie_values(connection, COOKIE)

@@ -1,22 +1,29 @@
 """The master's two listeners, served by uvicorn in one event loop: its API and pages on
 ``host:port``, and the task proxy (``/proxy/...`` alone, ``app.create_proxy_app``) on
-``host:proxy_port`` (0: a free port, picked here and logged), another origin, so a notebook's
-page never runs with the master's authority. The API's server owns the runtime (its lifespan) and
-the signals; the proxy's stops after it."""
+``host:proxy_port``, whose tasks each have a host of their own (``task_hosts.py``), so a
+notebook's page never runs with the master's authority. ``proxy_port: 0`` (the default) picks a
+free port the first time and records it (``PROXY_PORT_FILE`` in the data dir, 0600); each later
+start takes the same port, so bookmarks and open tabs keep working. If that port is taken by then,
+the master logs a warning naming both, listens on a free port and records that one instead.
+The API's server owns the runtime (its lifespan) and the signals; the proxy's stops after it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import threading
+from pathlib import Path
 
 import uvicorn
 
 from controlplane.master.settings import MasterSettings
 
 log = logging.getLogger("controlplane.master")
+
+PROXY_PORT_FILE = "proxy_port"  # in the data dir: the port proxy_port 0 picked, taken again at each start
 
 SERVER_OPTIONS = {"log_level": "warning", "access_log": False, "ws_ping_interval": 10, "ws_ping_timeout": 20,
                   "timeout_graceful_shutdown": 5}
@@ -37,6 +44,50 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def recorded_proxy_port(data_dir: Path) -> int:
+    """The proxy port a previous start recorded, or 0 (none, or unreadable)."""
+    try:
+        value = int((data_dir / PROXY_PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+    return value if 0 < value < 65536 else 0
+
+
+def record_proxy_port(data_dir: Path, port: int) -> None:
+    """Remember ``port`` for the next start (owner-only file; a failure costs only the next start's port)."""
+    path = data_dir / PROXY_PORT_FILE
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{port}\n")
+        os.replace(path.with_suffix(".tmp"), path)
+    except OSError as e:
+        log.warning("cannot record the task proxy's port in %s: %s", path, e)
+
+
+def _bind_proxy(settings: MasterSettings) -> socket.socket:
+    """The proxy's socket: ``proxy_port`` when set; else the recorded port when it is free, else a
+    free one (recorded)."""
+    if settings.proxy_port:
+        return _bind(settings.host, settings.proxy_port)
+    recorded = recorded_proxy_port(settings.data_dir)
+    sock = None
+    if recorded:
+        try:
+            sock = _bind(settings.host, recorded)
+        except OSError as e:
+            log.warning("the task proxy's port %d (recorded in %s) is taken (%s): listening on another, and "
+                        "links to the old port stop working", recorded, settings.data_dir / PROXY_PORT_FILE,
+                        e.strerror or e)
+    if sock is None:
+        sock = _bind(settings.host, 0)
+    port = int(sock.getsockname()[1])
+    if port != recorded:
+        record_proxy_port(settings.data_dir, port)
+    return sock
+
+
 class Listeners:
     """Both listeners of one master: bound on construction (so their ports are known), served by
     ``serve()``, stopped by ``stop()`` (from any thread)."""
@@ -47,7 +98,7 @@ class Listeners:
         self.settings = settings
         self.api_sock = _bind(settings.host, settings.port)
         try:
-            self.proxy_sock = _bind(settings.host, settings.proxy_port)
+            self.proxy_sock = _bind_proxy(settings)
         except OSError:
             self.api_sock.close()
             raise

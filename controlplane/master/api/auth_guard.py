@@ -44,12 +44,38 @@ def runtime_of(request: AnyConnection) -> MasterRuntime:
 async def current_user(request: AnyConnection) -> AuthedUser:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
-        token = webui_session.cookie_token(request)
-        if token is None:
-            raise Unauthenticated("missing or malformed Authorization: Bearer token")
-        if request.scope.get("method") not in webui_session.SAFE_METHODS and not webui_session.csrf_ok(request, token):
-            raise Forbidden("a request signed in by the session cookie needs its X-CSRF-Token header")
+        return await cookie_user(request)
     return await user_for(request, token)
+
+
+async def cookie_user(request: AnyConnection) -> AuthedUser:
+    """The user of the session cookie. A task's page on the same site can toss in cookies of the
+    same name (``browser_session.cookie_values``): of several values, the live sessions count
+    (for a request that changes state, those its CSRF token was made for); junk is skipped, so it
+    locks nobody out, and sessions of two different users sign nobody in (the page may have tossed
+    in its owner's own token to have this browser act as them) until the person signs in again,
+    which ends them all. The token used is recorded for the page (``browser_session.cookie_token``)."""
+    tokens = webui_session.cookie_tokens(request)
+    if not tokens:
+        raise Unauthenticated("missing or malformed Authorization: Bearer token")
+    if request.scope.get("method") not in webui_session.SAFE_METHODS:
+        tokens = [t for t in tokens if webui_session.csrf_ok(request, t)]
+        if not tokens:
+            raise Forbidden("a request signed in by the session cookie needs its X-CSRF-Token header")
+    live: list[tuple[str, AuthedUser]] = []
+    for token in tokens:
+        try:
+            live.append((token, await user_for(request, token)))
+        except Unauthenticated:
+            continue
+    if not live:
+        raise Unauthenticated("invalid or expired token")
+    if len({user.id for _, user in live}) > 1:
+        raise Unauthenticated("this browser sends sessions of several users in its cookies (a page of another "
+                              "site may have set one): sign in again")
+    token, user = live[0]
+    setattr(request.state, webui_session.SIGNED_IN_STATE, token)
+    return user
 
 
 async def user_for(connection: AnyConnection, token: str) -> AuthedUser:

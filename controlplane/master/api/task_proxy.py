@@ -44,10 +44,11 @@ binary, until either side closes; the other is closed with the same code.
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 from litestar import Litestar, Response, route, websocket
@@ -61,7 +62,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.typing import Subprotocol
 
 from controlplane.master import browser_session as webui_session
-from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, principal_of, runtime_of, user_for
+from controlplane.master import task_hosts
+from controlplane.master.api.auth_guard import ALLOCATION_HEADER, bearer_token, runtime_of, user_for, user_of
 from controlplane.master.authz import Action, opt, require_owner
 from controlplane.master.errors import ApiError, BadRequest, Forbidden, PayloadTooLarge, Unauthenticated
 from controlplane.master.http_types import AnyRequest, AnyWebSocket
@@ -157,12 +159,32 @@ def connection_tokens(headers: Iterable[tuple[str, str]]) -> set[str]:
 
 
 MASTER_COOKIES = frozenset({webui_session.COOKIE, PROXY_COOKIE})
+COOKIE_PREFIXES = ("__host-", "__secure-")
+
+
+def masters_cookie_name(name: str) -> bool:
+    """A name of the master's cookies (``det_...``), with or without a ``__Host-``/``__Secure-`` prefix."""
+    low = name.strip().lower()
+    for prefix in COOKIE_PREFIXES:
+        low = low.removeprefix(prefix)
+    return low.startswith("det_") or low in MASTER_COOKIES
 
 
 def without_master_cookie(value: str) -> str:
     """A ``Cookie`` header less the master's session and proxy cookies."""
-    kept = [c for c in value.split(";") if c.strip() and c.split("=", 1)[0].strip() not in MASTER_COOKIES]
+    kept = [c for c in value.split(";") if c.strip() and not masters_cookie_name(c.split("=", 1)[0])]
     return "; ".join(c.strip() for c in kept)
+
+
+def task_cookie_allowed(set_cookie: str) -> bool:
+    """Whether a task's ``Set-Cookie`` stays within the task's own origin: host-only (no ``Domain``,
+    which would reach the master and other tasks on the same site), and no name of the master's or
+    with a ``__Host-``/``__Secure-`` prefix (which could shadow one)."""
+    name, _, rest = set_cookie.partition("=")
+    if name.strip().lower().startswith(COOKIE_PREFIXES) or masters_cookie_name(name):
+        return False
+    attributes = {a.split("=", 1)[0].strip().lower() for a in rest.split(";")[1:]}
+    return "domain" not in attributes
 
 
 def forwarded_headers(raw: Iterable[tuple[bytes, bytes]], *, client: str | None, scheme: str,
@@ -204,7 +226,7 @@ def forwarded_headers(raw: Iterable[tuple[bytes, bytes]], *, client: str | None,
 
 def answer_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
     """The task's answer headers as the client gets them: no hop-by-hop headers, and no cookie
-    that would replace the master's session."""
+    that reaches beyond the task's own origin (``task_cookie_allowed``)."""
     items = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
     skip = HOP_BY_HOP | connection_tokens(items)
     out = []
@@ -212,7 +234,7 @@ def answer_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
         low = name.lower()
         if low in skip:
             continue
-        if low == "set-cookie" and value.split("=", 1)[0].strip() in MASTER_COOKIES:
+        if low in ("set-cookie", "set-cookie2") and not task_cookie_allowed(value):
             continue
         out.append((name, value))
     out.append(("Content-Security-Policy", ANSWER_CSP))
@@ -289,30 +311,39 @@ def _target_error(task_id: str, target: ProxyTarget, e: httpx.TransportError) ->
     return BadGateway(f"task {task_id} failed to answer at {where}: {e or type(e).__name__}")
 
 
-# ---- the two origins --------------------------------------------------------------------------
-def _hostname(connection: Any) -> str:
-    host = urlsplit("//" + (connection.headers.get("host") or "")).hostname or "127.0.0.1"
+# ---- the origins -------------------------------------------------------------------------------
+class Misdirected(ApiError):
+    status = 421
+
+
+def _host_label(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def proxy_origin(connection: Any) -> str:
-    """Where the proxy's listener is, as this caller reaches the master: ``proxy_url`` when set,
-    else the host the caller used with the proxy's port."""
+def task_origin(connection: Any, task_id: str) -> str:
+    """The origin of ``task_id``'s own host, as this caller reaches the master (``task_hosts``)."""
     rt: MasterRuntime = runtime_of(connection)
-    if rt.settings.proxy_url:
-        return rt.settings.proxy_url.rstrip("/")
-    if rt.proxy_port is None:
-        raise ServiceUnavailable("the task proxy is not listening on this master (proxy_port)")
-    return f"{connection.url.scheme}://{_hostname(connection)}:{rt.proxy_port}"
+    try:
+        return task_hosts.task_origin(task_id, proxy_url=rt.settings.proxy_url, scheme=connection.url.scheme,
+                                      host_header=connection.headers.get("host"), proxy_port=rt.proxy_port)
+    except task_hosts.NoProxyHost as e:
+        raise ServiceUnavailable(str(e)) from None
 
 
-def master_origin(connection: Any) -> str | None:
-    """The master's own origin as a caller of the proxy's reaches it: the same host on the API's
-    port; None when the proxy has an origin of its own (``proxy_url``), which says nothing of it."""
+def master_origin(connection: Any, task_id: str) -> str | None:
+    """The master's own origin as a caller of a task's host reaches it: the host that task's host
+    was formed from (or the same loopback/IP host, for an old link to the bare proxy port), on
+    the API's port; None when the proxy has an origin of its own (``proxy_url``), which says
+    nothing of it."""
     rt: MasterRuntime = runtime_of(connection)
     if rt.settings.proxy_url:
         return None
-    return f"{connection.url.scheme}://{_hostname(connection)}:{rt.settings.port}"
+    host = task_hosts.master_host(task_id, connection.headers.get("host"))
+    if host is None:
+        host = task_hosts.hostname(connection.headers.get("host"))
+        if host is None or not (host == "localhost" or task_hosts.ip_of(host) is not None):
+            return None
+    return f"{connection.url.scheme}://{_host_label(host)}:{rt.settings.port}"
 
 
 def _query(scope: Any, drop: str) -> str:
@@ -320,20 +351,64 @@ def _query(scope: Any, drop: str) -> str:
     return "&".join(p for p in raw.split("&") if p and unquote(p.split("=", 1)[0]) != drop)
 
 
+def navigation_problem(request: AnyRequest) -> str | None:
+    """Why a request signed in by the session cookie gets no ticket, or None: only a person's own
+    top-level navigation does, typed or from the master's own pages (Fetch Metadata, which pages
+    cannot forge). A task's page (same-site with the master in a production setup) that fetches,
+    frames, opens or posts to the link is refused."""
+    site = request.headers.get("sec-fetch-site")
+    mode = request.headers.get("sec-fetch-mode")
+    dest = request.headers.get("sec-fetch-dest")
+    if site is None or mode is None:
+        return ("the browser sent no Fetch Metadata (Sec-Fetch-Site, Sec-Fetch-Mode): open the task from this "
+                "master's own pages in a current browser, or send Authorization: Bearer")
+    if mode != "navigate" or dest not in (None, "document"):
+        return (f"only a top-level navigation gets a ticket to a task, not this request (Sec-Fetch-Mode: "
+                f"{mode[:20]}, Sec-Fetch-Dest: {(dest or '')[:20]}): a page cannot open a task for you")
+    if site not in ("same-origin", "none"):
+        return (f"the link was followed from another page (Sec-Fetch-Site: {site[:20]}), not from this master's "
+                "own pages or typed: a task's page cannot open another task for you")
+    return None
+
+
+CONFIRM_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Open task {task}?</title></head>
+<body><p>{why}</p><p><a href="{href}">Open task {task}</a> if you meant to.</p></body></html>"""
+
+
+def _refused_navigation(task_id: str, why: str, href: str) -> Response[Any]:
+    """A top-level navigation from another page: 403, with a link the person may follow themselves
+    (from this page, a same-origin navigation)."""
+    body = CONFIRM_PAGE.format(task=html.escape(task_id), why=html.escape(why), href=html.escape(href))
+    return Response(body, status_code=403, media_type="text/html; charset=utf-8",
+                    headers={**NO_REFERRER, "X-Frame-Options": "DENY",
+                             "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"})
+
+
 @route(PATHS, http_method=[HttpMethod.GET, HttpMethod.HEAD], name="task-proxy-link", opt=opt(Action.VIEW),
        include_in_schema=False)
 async def proxy_link(request: AnyRequest, task_id: str) -> Response[Any]:
-    """The master's ``/proxy/{task_id}/...``: a one-time ticket to the same path on the proxy's origin."""
+    """The master's ``/proxy/{task_id}/...``: a one-time ticket to the same path on the task's origin."""
     rt: MasterRuntime = runtime_of(request)
     target = await rt.proxy.resolve(rt.sessions, task_id)
-    require_owner(principal_of(request), Action.EDIT, target.owner_id, f"task {task_id}")
-    token = bearer_token(request.headers.get("authorization")) or webui_session.cookie_token(request)
-    if token is None:  # pragma: no cover - the guard signed the user in with one of them
-        raise Unauthenticated("missing credentials")
+    user = user_of(request)
+    require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     segment, rest = split_path(request.scope, task_id)
     query = _query(request.scope, TICKET_PARAM)
-    ticket = urlencode({TICKET_PARAM: runtime_of(request).proxy.mint_ticket(token, task_id)})
-    location = f"{proxy_origin(request)}/proxy/{segment}{rest or '/'}?" + (f"{query}&" if query else "") + ticket
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:  # a browser's cookie: only the person's own navigation
+        why = navigation_problem(request)
+        if why is not None:
+            here = f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else "")
+            if request.headers.get("sec-fetch-mode") == "navigate" and \
+                    request.headers.get("sec-fetch-dest") in (None, "document"):
+                return _refused_navigation(task_id, why, here)
+            raise Forbidden(why)
+        token = webui_session.cookie_token(request)
+    if token is None:  # pragma: no cover - the guard signed the user in with one of them
+        raise Unauthenticated("missing credentials")
+    origin = task_origin(request, task_id)
+    ticket = urlencode({TICKET_PARAM: rt.proxy.mint_ticket(token, task_id, user.id)})
+    location = f"{origin}/proxy/{segment}{rest or '/'}?" + (f"{query}&" if query else "") + ticket
     return Redirect(location, status_code=303, headers=NO_REFERRER)
 
 
@@ -341,19 +416,31 @@ def _cookie_path(segment: str) -> str:
     return f"/proxy/{segment}/"
 
 
+def _on_own_host(connection: Any, task_id: str) -> None:
+    """Misdirected (421) unless the request reached ``task_id``'s own host: no ticket is redeemed,
+    no cookie set and nothing served for a task on another task's origin."""
+    rt: MasterRuntime = runtime_of(connection)
+    if not task_hosts.serves(task_id, connection.headers.get("host"), proxy_url=rt.settings.proxy_url):
+        host = (connection.headers.get("host") or "")[:100]
+        raise Misdirected(f"task {task_id} is not served on host {host!r}: each task has a host of its own "
+                          f"({task_hosts.task_label(task_id)}.<proxy host>); open it from the master "
+                          f"(/proxy/{task_id}/)")
+
+
 async def _redeem(request: AnyRequest, task_id: str, ticket: str) -> Response[Any]:
     """A ticket from the master's link: the proxy cookie, and the same URL without the ticket."""
     rt = runtime_of(request)
-    token = rt.proxy.redeem_ticket(ticket, task_id)
-    if token is None:
+    redeemed = rt.proxy.redeem_ticket(ticket, task_id)
+    if redeemed is None:
         raise Unauthenticated(f"the link to task {task_id} has expired or was used already: open it from the "
                               "master again")
+    token, owner = redeemed
     user = await user_for(request, token)
     target = await rt.proxy.resolve(rt.sessions, task_id)
     require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")
     segment, rest = split_path(request.scope, task_id)
     query = _query(request.scope, TICKET_PARAM)
-    cookie = Cookie(key=PROXY_COOKIE, value=rt.proxy.new_session(token, task_id), path=_cookie_path(segment),
+    cookie = Cookie(key=PROXY_COOKIE, value=rt.proxy.new_session(token, task_id, owner), path=_cookie_path(segment),
                     httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return Redirect(f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else ""), status_code=303,
                     headers=NO_REFERRER, cookies=[cookie])
@@ -367,18 +454,41 @@ def _from_own_page(connection: Any) -> bool:
     return connection.headers.get("sec-fetch-site") == "same-origin"
 
 
+def _from_another_site_page(connection: Any) -> bool:
+    """A subresource request (fetch, image, frame) made by a page of another origin: Fetch Metadata
+    says so. Top-level navigations (a link the person followed) are not."""
+    site = connection.headers.get("sec-fetch-site")
+    if site is None or site in ("same-origin", "none"):
+        return False
+    return not (connection.headers.get("sec-fetch-mode") == "navigate"
+                and connection.headers.get("sec-fetch-dest") in (None, "document"))
+
+
+def _session_token(connection: Any, task_id: str) -> str | None:
+    """The master token behind this task's proxy cookie; of several (one tossed in by another
+    task's page), the one that is a session for this task."""
+    proxy = runtime_of(connection).proxy
+    for value in webui_session.cookie_values(connection, PROXY_COOKIE):
+        token = proxy.session_token(value, task_id)
+        if token is not None:
+            return token
+    return None
+
+
 async def _proxy_user(request: AnyRequest, task_id: str) -> AuthedUser:
     """The proxy origin's sign-in: a bearer token, or this task's proxy cookie (never the master's)."""
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
-        session = request.cookies.get(PROXY_COOKIE)
-        token = runtime_of(request).proxy.session_token(session, task_id) if session else None
+        token = _session_token(request, task_id)
         if token is None:
             raise Unauthenticated(f"not signed in to task {task_id}: open it from the master "
                                   f"(/proxy/{task_id}/), or send Authorization: Bearer")
+        if _from_another_site_page(request):
+            raise Forbidden("a request signed in by the proxy cookie must come from a page of the task's own origin "
+                            "or be a top-level navigation")
         if request.method not in webui_session.SAFE_METHODS and not _from_own_page(request):
             raise Forbidden("a request signed in by the proxy cookie that changes state must come from a page "
-                            "of the proxy's origin")
+                            "of the task's own origin")
     return await user_for(request, token)
 
 
@@ -388,16 +498,24 @@ async def proxy_http(request: AnyRequest, task_id: str) -> Response[Any]:
     # origin signs callers in its own way (_proxy_user) and checks the owner before anything
     # reaches the task.
     segment, rest = split_path(request.scope, task_id)
+    query = _query(request.scope, TICKET_PARAM)
+    try:
+        _on_own_host(request, task_id)
+    except Misdirected:
+        master = master_origin(request, task_id)
+        if master is not None and webui_session.is_page(request):  # an old link to the bare proxy port
+            return Redirect(f"{master}/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else ""),
+                            status_code=303, headers=NO_REFERRER)
+        raise
     ticket = request.query_params.get(TICKET_PARAM)
     if ticket is not None and request.method in ("GET", "HEAD"):
         return await _redeem(request, task_id, ticket)
-    query = _query(request.scope, TICKET_PARAM)
     if rest is None:
         return Redirect(f"/proxy/{segment}/" + (f"?{query}" if query else ""), status_code=307)
     try:
         user = await _proxy_user(request, task_id)
     except Unauthenticated:
-        master = master_origin(request)
+        master = master_origin(request, task_id)
         if master is not None and webui_session.is_page(request):  # a browser: the master's link signs it in
             return Redirect(f"{master}/proxy/{segment}{rest}" + (f"?{query}" if query else ""),
                             status_code=303, headers=NO_REFERRER)
@@ -436,14 +554,13 @@ async def socket_user(socket: AnyWebSocket, task_id: str) -> AuthedUser:
     """The user a WebSocket handshake signs in as (see the module docstring)."""
     token = bearer_token(socket.headers.get("authorization")) or socket.query_params.get(TOKEN_PARAM) or None
     if token is None:
-        session = socket.cookies.get(PROXY_COOKIE)
-        token = runtime_of(socket).proxy.session_token(session, task_id) if session else None
+        token = _session_token(socket, task_id)
         if token is None:
             raise Unauthenticated("missing credentials: send Authorization: Bearer, a token query parameter, "
                                   "or the task's proxy cookie")
         if not webui_session.origin_is_host(socket):
             raise Forbidden("a WebSocket signed in by the proxy cookie must be opened by a page of the proxy's "
-                            "origin (its Origin must match the Host)")
+                            "task's own origin (its Origin must match the Host)")
     return await user_for(socket, token)
 
 
@@ -508,6 +625,7 @@ async def proxy_socket(socket: AnyWebSocket, task_id: str) -> None:
     # caller in (socket_user) and checks the owner before anything reaches the task.
     rt: MasterRuntime = runtime_of(socket)
     try:
+        _on_own_host(socket, task_id)
         user = await socket_user(socket, task_id)
         target = await rt.proxy.resolve(rt.sessions, task_id)
         require_owner(user, Action.EDIT, target.owner_id, f"task {task_id}")

@@ -54,15 +54,35 @@ async def test_a_page_without_a_session_redirects_to_sign_in_but_the_api_answers
         assert (await browser.get("/jobs?pool=default")).status_code == 401  # not a browser: no redirect
 
 
-async def test_a_second_session_cookie_tossed_in_by_another_port_signs_nobody_in(api):
-    """A page on the proxy's origin (another port of the master's host: cookies ignore ports) sets
-    ``det_session`` for a narrower path with another user's token; the browser then sends both."""
+async def test_session_cookies_tossed_in_by_a_task_page_neither_lock_out_nor_sign_in_as_another(api):
+    """A task's page on the same site sets ``det_session`` for narrower paths (``/api``) with a
+    ``Domain``; the browser sends those before the master's own. Junk is skipped (the person stays
+    signed in); another user's live token beside the person's own signs nobody in, and signing in
+    again (which ends every session the browser sent) works."""
     async with _sign_in(api) as (browser, _):
         mine = browser.cookies[web_session.COOKIE]
-        assert (await browser.get("/api/v1/me")).status_code == 200
-        tossed = {"cookie": f"{web_session.COOKIE}=someone-elses-token; {web_session.COOKIE}={mine}"}
-        got = await browser.get("/api/v1/me", headers=tossed)
-        assert got.status_code == 401, got.text
+        csrf = {"X-CSRF-Token": web_session.csrf_token(mine)}
+        junk = f"{web_session.COOKIE}=junk; {web_session.COOKIE}=more-junk; {web_session.COOKIE}={mine}"
+        got = await browser.get("/api/v1/me", headers={"cookie": junk})
+        assert got.status_code == 200 and got.json()["user"]["username"] == "determined", got.text
+        r = await browser.post("/api/v1/experiments/999/pause", headers={"cookie": junk, **csrf})
+        assert r.status_code == 404, r.text  # signed in, CSRF good: it reached the handler
+        page = await browser.get("/jobs", headers={"cookie": junk, "Accept": "text/html"})
+        assert page.status_code == 200 and web_session.csrf_token(mine) in page.text  # the page's own token
+
+        async with _sign_in(api, "admin") as (other, _):
+            someone_elses = other.cookies[web_session.COOKIE]
+        both = {"cookie": f"{web_session.COOKIE}={someone_elses}; {web_session.COOKIE}={mine}"}
+        got = await browser.get("/api/v1/me", headers=both)
+        assert got.status_code == 401 and "sign in again" in got.json()["message"], got.text
+        # Signing in again (the form, from this master's page) ends both; the new cookie works.
+        again = await browser.post("/login", data={"username": "determined", "password": "", "next": "/"},
+                                   headers={**both, "Origin": "http://master"})
+        assert again.status_code == 303, again.text
+        fresh = again.cookies[web_session.COOKIE]
+        tossed_again = {"cookie": f"{web_session.COOKIE}={someone_elses}; {web_session.COOKIE}={fresh}"}
+        got = await browser.get("/api/v1/me", headers=tossed_again)
+        assert got.status_code == 200 and got.json()["user"]["username"] == "determined", got.text
 
 
 async def test_the_cookie_changes_state_only_with_its_csrf_token(api):

@@ -30,6 +30,7 @@ from websockets.typing import Origin, Subprotocol
 
 from controlplane.master import browser_session as webui_session
 from controlplane.master import proxy_sessions as svc
+from controlplane.master import task_hosts
 from controlplane.master.api import task_proxy as proxy_api
 from controlplane.master.app import create_proxy_app
 from controlplane.wire import agent_protocol as wire
@@ -43,6 +44,21 @@ DOWN = "nb-down"  # nothing listens on its port
 SILENT = "nb-silent"  # accepts connections, never answers
 SECRET = ("Authorization", "token the-tasks-secret")  # what OWNED's and SOCKET's targets add
 PROXY_PORT = 18099  # where the master's links send browsers (no listener: the tests call the app)
+# What a browser sends: a top-level navigation typed or from the master's own pages.
+NAVIGATION = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+
+
+def host_of(task_id: str) -> str:
+    """A task's own host on the proxy's listener (``<label>.<the host the master was reached by>``)."""
+    return f"{task_hosts.task_label(task_id)}.proxy"
+
+
+async def on_task_host(request: httpx.Request) -> None:
+    """An httpx hook: a request to ``/proxy/<id>/...`` on the plain ``proxy`` host goes to that
+    task's own host instead, as a browser sent there by the master's link would."""
+    parts = request.url.path.split("/")
+    if request.headers.get("host") == "proxy" and len(parts) > 2 and parts[1] == "proxy":
+        request.headers["host"] = host_of(parts[2])
 
 
 # ---- the task's side -------------------------------------------------------------------------
@@ -89,7 +105,12 @@ class TaskHandler(BaseHTTPRequestHandler):
         self.send_header("X-Task", "yes")
         self.send_header("Set-Cookie", "a=1; Path=/")
         self.send_header("Set-Cookie", "b=2")
-        self.send_header("Set-Cookie", f"{webui_session.COOKIE}=planted; Path=/")
+        # What the proxy drops: anything that reaches beyond the task's own host, or could shadow
+        # a cookie of the master's.
+        for hostile in (f"{webui_session.COOKIE}=planted; Path=/", "det_csrf=x; Path=/api",
+                        f"{proxy_api.PROXY_COOKIE}=x", "__Host-det_session=x; Secure; Path=/",
+                        "__Secure-anything=x; Secure", "wide=1; Domain=proxy; Path=/", "wide2=1; path=/; domain=.x"):
+            self.send_header("Set-Cookie", hostile)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":
@@ -157,7 +178,8 @@ async def proxy(api) -> AsyncIterator[httpx.AsyncClient]:
     app = create_proxy_app(api.rt)
     api.rt.proxy_port = PROXY_PORT
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=cast(Any, app)), base_url="http://proxy",
-                                 headers={"Authorization": api.headers["Authorization"]}, timeout=30) as client:
+                                 headers={"Authorization": api.headers["Authorization"]}, timeout=30,
+                                 event_hooks={"request": [on_task_host]}) as client:
         client.app = app  # type: ignore[attr-defined]
         try:
             yield client
@@ -215,6 +237,11 @@ def token_of(api) -> str:
     return api.headers["Authorization"].removeprefix("Bearer ")
 
 
+async def me_of(api) -> int:
+    """The signed-in user's id (``determined``'s)."""
+    return (await api.get("/api/v1/me")).json()["user"]["id"]
+
+
 # ---- HTTP ------------------------------------------------------------------------------------
 async def test_get_passes_through_with_status_body_and_headers(api, proxy, tasks):
     r = await proxy.get(f"/proxy/{OWNED}/files/a%20b//c.txt", params={"x": "1", "y": "a/b"},
@@ -224,14 +251,14 @@ async def test_get_passes_through_with_status_body_and_headers(api, proxy, tasks
     assert r.headers["x-task"] == "yes"
     assert r.headers["content-type"] == "application/json"
     assert r.headers["content-security-policy"] == "frame-ancestors 'self'"  # no master page frames it
-    # Both of the task's cookies, not the one that would replace the master's session.
+    # The task's own host-only cookies; none that names the master's, has a prefix or a Domain.
     assert r.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]
     seen = tasks.seen[-1]
     assert seen.header("X-Custom") == ["kept"]
     assert seen.header("Cookie") == ["jupyter=1"]
     assert seen.header("Authorization") == [SECRET[1]]  # the task's secret, never the user's token
     assert seen.header("X-Forwarded-Proto") == ["http"]
-    assert seen.header("Host") == ["proxy"]  # the host the browser asked for, as Go's proxy keeps it
+    assert seen.header("Host") == [host_of(OWNED)]  # the host the browser asked for, as Go's proxy keeps it
 
 
 async def test_post_put_delete_pass_through_with_their_bodies(api, proxy, tasks):
@@ -258,11 +285,13 @@ async def browser_on_proxy(api, proxy, path: str) -> str:
     """What a browser signed in to the master does: follow the master's link for ``path`` to the
     proxy's origin, which sets its cookie; the value of that cookie."""
     token = token_of(api)
-    cookie = {"Authorization": "", "Cookie": f"{webui_session.COOKIE}={token}", "Accept": "text/html"}
+    cookie = {"Authorization": "", "Cookie": f"{webui_session.COOKIE}={token}", "Accept": "text/html", **NAVIGATION}
     link = await api.get(path, headers=cookie)
     assert link.status_code == 303, link.text
     location = link.headers["location"]
-    assert location.startswith(f"http://master:{PROXY_PORT}{path}?{proxy_api.TICKET_PARAM}="), location
+    task_id = path.split("/")[2]
+    own = f"http://{task_hosts.task_label(task_id)}.master:{PROXY_PORT}"  # the task's own origin
+    assert location.startswith(f"{own}{path}?{proxy_api.TICKET_PARAM}="), location
     assert link.headers["referrer-policy"] == "no-referrer"
     ticket = location.partition("?")[2]
     r = await proxy.get(f"{path}?{ticket}", headers={"Authorization": ""})
@@ -286,10 +315,10 @@ async def test_the_masters_link_signs_a_browser_in_to_the_proxys_origin_once(api
     assert r.status_code == 200, r.text
     # A state change needs a page of the proxy's origin (Origin), as browsers send it.
     r = await proxy.post(f"/proxy/{OWNED}/api/sessions", json={"kernel": "python3"},
-                         headers={**browser, "Origin": "http://proxy"})
+                         headers={**browser, "Origin": f"http://{host_of(OWNED)}"})
     assert r.status_code == 200, r.text
     r = await proxy.post(f"/proxy/{OWNED}/api/sessions", json={}, headers={**browser, "Origin": "http://evil.example"})
-    assert r.status_code == 403 and "proxy's origin" in r.json()["message"], r.text
+    assert r.status_code == 403 and "task's own origin" in r.json()["message"], r.text
     # The proxy cookie is good for its own task only.
     r = await proxy.get(f"/proxy/{SOCKET}/x", headers={"Authorization": "",
                                                         "Cookie": f"{proxy_api.PROXY_COOKIE}={session}"})
@@ -493,9 +522,9 @@ async def closed_with(url: str, **kwargs) -> tuple[int | None, str]:
 async def test_websocket_frames_go_both_ways(api, proxy, tasks):
     token = token_of(api)
     async with served(proxy.app) as port:
-        base = f"ws://127.0.0.1:{port}/proxy/{SOCKET}"
+        base = f"ws://{SOCKET}.localhost:{port}/proxy/{SOCKET}"  # its own host (connected to 127.0.0.1)
         # A client of the API: the bearer token in a header, a subprotocol the task picks.
-        async with ws_connect(f"{base}/api/kernels/k1/channels?session=s1", open_timeout=10,
+        async with ws_connect(f"{base}/api/kernels/k1/channels?session=s1", open_timeout=10, host="127.0.0.1",
                               additional_headers={"Authorization": f"Bearer {token}"},
                               subprotocols=[Subprotocol("v1.test")]) as ws:
             assert ws.subprotocol == "v1.test"
@@ -509,16 +538,16 @@ async def test_websocket_frames_go_both_ways(api, proxy, tasks):
         assert [v for k, v in headers if k.lower() == "authorization"] == [SECRET[1]]  # the task's secret alone
 
         # A client that cannot set headers: the token query parameter, which the task never sees.
-        async with ws_connect(f"{base}/echo?token={token}&x=1", open_timeout=10) as ws:
+        async with ws_connect(f"{base}/echo?token={token}&x=1", open_timeout=10, host="127.0.0.1") as ws:
             await ws.send("via query")
             assert await asyncio.wait_for(ws.recv(), 10) == "via query"
         assert tasks.ws_seen[-1][0] == f"/proxy/{SOCKET}/echo?x=1"
 
         # A browser: the task's proxy cookie, from a page of the proxy's origin.
-        session = api.rt.proxy.new_session(token, SOCKET)
+        session = api.rt.proxy.new_session(token, SOCKET, await me_of(api))
         cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={session}; {webui_session.COOKIE}={token}; jupyter=1"}
-        async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://127.0.0.1:{port}"),
-                              additional_headers=cookie) as ws:
+        async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://{SOCKET}.localhost:{port}"),
+                              additional_headers=cookie, host="127.0.0.1") as ws:
             await ws.send("via cookie")
             assert await asyncio.wait_for(ws.recv(), 10) == "via cookie"
             # The task closing ends the client's socket with the task's code.
@@ -539,7 +568,8 @@ async def test_the_answer_streams(api, proxy, tasks):
     the rest."""
     async with served(proxy.app) as port, httpx.AsyncClient(timeout=10) as client:
         url = f"http://127.0.0.1:{port}/proxy/{OWNED}/slow"
-        async with client.stream("GET", url, headers={"Authorization": api.headers["Authorization"]}) as r:
+        async with client.stream("GET", url, headers={"Authorization": api.headers["Authorization"],
+                                                      "Host": f"{OWNED}.localhost:{port}"}) as r:
             assert r.status_code == 200
             chunks = r.aiter_raw()
             assert await asyncio.wait_for(anext(chunks), 5) == b"first"
@@ -551,26 +581,34 @@ async def test_websocket_refusals(api, proxy, tasks):
     token = token_of(api)
     nora = (await add_user(api, "nora"))["Authorization"]
     async with served(proxy.app) as port:
-        base = f"ws://127.0.0.1:{port}/proxy"
-        code, reason = await closed_with(f"{base}/{SOCKET}/echo")
+
+        async def refused(task_id: str, rest: str, host: str | None = None, **kwargs) -> tuple[int | None, str]:
+            """A socket to ``task_id``'s path on ``host`` (by default its own), connected to 127.0.0.1."""
+            url = f"ws://{host or task_id}.localhost:{port}/proxy/{task_id}/{rest}"
+            return await closed_with(url, host="127.0.0.1", **kwargs)
+
+        code, reason = await refused(SOCKET, "echo")
         assert code == 4401, reason
-        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers={"Authorization": nora})
+        code, reason = await refused(SOCKET, "echo", additional_headers={"Authorization": nora})
         assert code == 4403 and f"task {SOCKET}" in reason, reason
-        code, reason = await closed_with(f"{base}/nope/echo?token={token}")
+        code, reason = await refused("nope", f"echo?token={token}")
         assert code == 4404 and "task nope" in reason, reason
-        code, reason = await closed_with(f"{base}/{DOWN}/echo?token={token}")
+        code, reason = await refused(DOWN, f"echo?token={token}")
         assert code == 4502 and f"task {DOWN}" in reason, reason
-        # The master's session cookie is no credential here, even from the proxy's own origin.
-        code, reason = await closed_with(f"{base}/{SOCKET}/echo", origin=Origin(f"http://127.0.0.1:{port}"),
-                                         additional_headers={"Cookie": f"{webui_session.COOKIE}={token}"})
+        # The master's session cookie is no credential here, even from the task's own origin.
+        code, reason = await refused(SOCKET, "echo", origin=Origin(f"http://{SOCKET}.localhost:{port}"),
+                                     additional_headers={"Cookie": f"{webui_session.COOKIE}={token}"})
         assert code == 4401, reason
         # The proxy cookie from another site's page (or with no Origin at all) is not enough.
-        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={api.rt.proxy.new_session(token, SOCKET)}"}
-        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie,
-                                         origin=Origin("http://evil.example"))
+        cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={api.rt.proxy.new_session(token, SOCKET, await me_of(api))}"}
+        code, reason = await refused(SOCKET, "echo", additional_headers=cookie, origin=Origin("http://evil.example"))
         assert code == 4403 and "Origin" in reason, reason
-        code, reason = await closed_with(f"{base}/{SOCKET}/echo", additional_headers=cookie)
+        code, reason = await refused(SOCKET, "echo", additional_headers=cookie)
         assert code == 4403, reason
+        # Another task's host (its page's origin) is refused before anything else, even with a token.
+        code, reason = await refused(SOCKET, f"echo?token={token}", host=OWNED,
+                                     origin=Origin(f"http://{OWNED}.localhost:{port}"))
+        assert code == 4421 and "host of its own" in reason, reason
     assert not tasks.ws_seen, "a refused socket reached the task"
 
 

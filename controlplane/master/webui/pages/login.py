@@ -73,6 +73,14 @@ def _refused(what: str, why: str) -> Response[Any]:
                     status_code=403, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
 
 
+async def _end_cookie_sessions(request: AnyRequest) -> None:
+    """End every session whose token the browser sends as its session cookie (tossed ones too)."""
+    for token in web_session.cookie_tokens(request):
+        async with runtime_of(request).sessions.begin() as session:
+            await auth.logout(session, token)
+        runtime_of(request).tokens.users.drop(token_hash(token))
+
+
 @get(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False)
 async def login_form(next: str = "/") -> Response[Any]:  # the query parameter's name
     return _login_page(next[:2048])
@@ -88,6 +96,7 @@ async def login_submit(request: AnyRequest,
             token, _user = await auth.login(session, data.username, data.password, False)
     except Unauthenticated:
         return _login_page(data.next, "Wrong username or password.", data.username, status=401)
+    await _end_cookie_sessions(request)  # a session cookie a page tossed in must not outlive a fresh sign-in
     secure = request.url.scheme == "https"
     return Redirect(web_session.safe_next(data.next), status_code=303,
                     cookies=[web_session.session_cookie(token, secure=secure)])
@@ -98,11 +107,7 @@ async def logout(request: AnyRequest,
                  data: Annotated[LogoutForm, Body(media_type=RequestEncodingType.URL_ENCODED)]) -> Response[Any]:
     if (why := cross_site(request)) is not None:
         return _refused("sign-out", why)  # the session and its cookie are left as they were
-    token = web_session.cookie_token(request)
-    if token:
-        async with runtime_of(request).sessions.begin() as session:
-            await auth.logout(session, token)
-        runtime_of(request).tokens.users.drop(token_hash(token))
+    await _end_cookie_sessions(request)
     return Redirect(web_session.LOGIN_PATH, status_code=303, cookies=[web_session.expired_cookie()])
 
 
