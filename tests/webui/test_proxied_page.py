@@ -1,13 +1,15 @@
 """A notebook's own page, opened by an admin in chromium through the master's task proxy, cannot
-act as the admin on the master: it is served from the proxy's origin (another port), so it can
-neither read a master page's CSRF token nor send the admin's session with an API call.
+act as the admin on the master: it is served from the task's own origin (``<task>.localhost`` on
+the proxy's port), so it can neither read a master page's CSRF token nor send the admin's session
+with an API call.
 
 The "notebook" is a local HTTP server that a proxy resolver registered by this test names as a
 task of alice's; the master runs in this process (in a thread of its own), so the resolver is
 its own. The master serves ``/proxy/...`` only as a link to its proxy's own listener. The page
 tries what the issue's notebook did: fetch a master page, read its CSRF token,
 ``PATCH /api/v1/users/<alice> {"role": "admin"}``, both relative to itself and at the master's
-own origin, and writes what happened into its title.
+own origin, and writes what happened into its title. (``tests/security/test_task_origins.py``
+has the same-site case: the master reached by a DNS name, the task on a subdomain of it.)
 """
 
 from __future__ import annotations
@@ -129,7 +131,8 @@ def test_a_notebooks_page_opened_by_an_admin_cannot_make_its_owner_admin(chromiu
         outcome = page.title()
         # The notebook's page did load, through the proxy, on the proxy's own origin.
         assert "alice's notebook" in page.content()
-        assert page.url == f"http://127.0.0.1:{master.proxy_port}/proxy/{TASK}/", page.url
+        # 127.0.0.1 gives the task a host of its own under localhost (browsers resolve it to loopback).
+        assert page.url == f"http://{TASK}.localhost:{master.proxy_port}/proxy/{TASK}/", page.url
     finally:
         context.close()
         master.app.state.runtime.proxy.remove_resolver(resolver)
