@@ -339,6 +339,72 @@ async def test_the_masters_link_signs_a_browser_in_to_the_proxys_origin_once(api
     assert r.status_code == 401, r.text
 
 
+async def test_the_masters_link_mints_a_ticket_only_for_a_persons_own_navigation(api, proxy, tasks):
+    """Signed in by the cookie, only a top-level navigation typed or from the master's own pages
+    gets a ticket (Fetch Metadata); a task's page fetching, framing or opening the link gets 403."""
+    path = f"/proxy/{OWNED}/tree"
+    cookie = {"Authorization": "", "Cookie": f"{webui_session.COOKIE}={token_of(api)}", "Accept": "text/html"}
+    for site in ("none", "same-origin"):
+        r = await api.get(path, headers={**cookie, **NAVIGATION, "Sec-Fetch-Site": site})
+        assert r.status_code == 303 and proxy_api.TICKET_PARAM in r.headers["location"], (site, r.text)
+    r = await api.get(path)  # an API client's bearer token: browsers never send it by themselves
+    assert r.status_code == 303 and proxy_api.TICKET_PARAM in r.headers["location"], r.text
+    minted = len(api.rt.proxy.tickets)
+    for what, fetch_metadata, why in (
+            ("no Fetch Metadata", {}, "no Fetch Metadata"),
+            ("a task page's fetch", {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors",
+                                     "Sec-Fetch-Dest": "empty"}, "only a top-level navigation"),
+            ("an iframe", {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"},
+             "only a top-level navigation"),
+            ("a same-origin fetch", {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors",
+                                     "Sec-Fetch-Dest": "empty"}, "only a top-level navigation")):
+        r = await api.get(path, headers={**cookie, **fetch_metadata})
+        assert r.status_code == 403 and why in r.json()["message"], (what, r.text)
+    # A top-level navigation from another page (a task's window.open or form): 403, with a link the
+    # person may follow from this page themselves.
+    for site in ("same-site", "cross-site"):
+        r = await api.get(f"{path}?a=1", headers={**cookie, **NAVIGATION, "Sec-Fetch-Site": site})
+        assert r.status_code == 403 and r.headers["content-type"].startswith("text/html"), r.text
+        assert f'href="{path}?a=1"' in r.text and "from another page" in r.text, r.text
+        assert r.headers["x-frame-options"] == "DENY"
+    assert len(api.rt.proxy.tickets) == minted  # none minted for them
+
+
+async def test_a_ticket_or_cookie_is_good_on_its_tasks_own_host_only(api, proxy, tasks):
+    """A ticket for one task brought to another task's host (whose page would then read it) is
+    refused there (421) without being used up; a cookie-signed request that another site's page
+    made is refused; the task's cookies never name the master's."""
+    link = await api.get(f"/proxy/{OWNED}/x")
+    ticket = link.headers["location"].partition("?")[2]
+    r = await proxy.get(f"/proxy/{OWNED}/x?{ticket}", headers={"Authorization": "", "Host": host_of(SOCKET)})
+    assert r.status_code == 421 and "host of its own" in r.json()["message"], r.text
+    assert "set-cookie" not in r.headers
+    r = await proxy.get(f"/proxy/{OWNED}/x", headers={"Host": f"127.0.0.1:{PROXY_PORT}"})  # no task's host
+    assert r.status_code == 421, r.text
+    r = await proxy.get(f"/proxy/{OWNED}/x?{ticket}", headers={"Authorization": ""})  # its own host
+    assert r.status_code == 303, r.text
+    session = r.headers["set-cookie"].split(";")[0]
+    own = {"Authorization": "", "Cookie": session}
+    r = await proxy.get(f"/proxy/{OWNED}/x", headers={**own, "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors",
+                                                        "Sec-Fetch-Dest": "empty"})
+    assert r.status_code == 403 and "top-level navigation" in r.json()["message"], r.text
+    r = await proxy.get(f"/proxy/{OWNED}/x", headers={**own, **NAVIGATION, "Sec-Fetch-Site": "same-site"})
+    assert r.status_code == 200, r.text  # a link the person followed from the master
+    # Of two proxy cookies (one tossed in by another task's page), the one for this task counts.
+    tossed = {"Authorization": "", "Cookie": f"{proxy_api.PROXY_COOKIE}=tossed; {session}"}
+    assert (await proxy.get(f"/proxy/{OWNED}/x", headers=tossed)).status_code == 200
+    assert [s.path for s in tasks.seen] == ["/base/x", "/base/x"]
+
+
+def test_a_tasks_cookies_stay_on_its_own_host():
+    allowed = proxy_api.task_cookie_allowed
+    assert allowed("_xsrf=abc; Path=/proxy/x/") and allowed("username-x=1; HttpOnly; SameSite=Lax")
+    for hostile in ("det_session=x; Path=/api", "DET_CSRF=x", "det_proxy=x; Path=/proxy/y/", "det_anything=1",
+                    "__Host-det_session=x; Secure; Path=/", "__Secure-x=1; Secure", "__host-x=1",
+                    "a=1; Domain=example.com", "a=1; path=/; domain=.tasks.example.com", "a=1;Domain=x"):
+        assert not allowed(hostile), hostile
+
+
 async def test_the_masters_session_cookie_is_no_credential_on_the_proxy(api, proxy, tasks):
     token = token_of(api)
     r = await proxy.get(f"/proxy/{OWNED}/tree", headers={"Authorization": "",
