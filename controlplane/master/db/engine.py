@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
@@ -90,6 +91,28 @@ PG_WRITE_SLOTS = 16
 
 WRITE_OPTION = "controlplane_write"
 
+T = TypeVar("T")
+
+
+async def to_the_end(step: Awaitable[T]) -> T:
+    """Runs a transaction's BEGIN, COMMIT, ROLLBACK or close to its end even when the caller is
+    cancelled meanwhile, then passes the cancel on. Cut off half-way, the driver's thread still
+    finishes it, but SQLAlchemy no longer knows the connection's state: on SQLite a connection
+    nobody uses kept the write lock, and every later write waited out busy_timeout."""
+    task = asyncio.ensure_future(step)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
 
 class SessionFactory(async_sessionmaker[Any]):
     """``factory()`` opens a read session; ``factory.begin()`` a write transaction, which on
@@ -106,20 +129,22 @@ class SessionFactory(async_sessionmaker[Any]):
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncSession]:  # type: ignore[override]
-        held = False
-        try:
-            async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_S):
-                await self._write_turn.acquire()
-            held = True
-        except TimeoutError:
-            pass  # a write nested in others (none should be): SQLite's busy_timeout, the pool's timeout decide
-        try:
-            async with self(bind=self._write_bind) as session:
-                async with session.begin():
-                    yield session
-        finally:
-            if held:
-                self._write_turn.release()
+        async with contextlib.AsyncExitStack() as turn:  # the write turn, given back however this ends
+            try:
+                async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_S):
+                    await turn.enter_async_context(self._write_turn)
+            except TimeoutError:
+                pass  # a write nested in others (none should be): SQLite's busy_timeout, the pool's timeout decide
+            session = self(bind=self._write_bind)
+            try:
+                await to_the_end(session.begin())
+                yield session
+                await to_the_end(session.commit())
+            except BaseException:
+                await to_the_end(session.rollback())
+                raise
+            finally:
+                await to_the_end(session.close())
 
 
 def make_sessionmaker(engine: AsyncEngine) -> SessionFactory:

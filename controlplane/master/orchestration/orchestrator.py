@@ -9,10 +9,11 @@ settles). The loop ticks on demand (``wake()``) and at least every half second.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import timedelta
 
 from sqlalchemy import and_, or_, select
@@ -126,38 +127,26 @@ class Orchestrator:
         # that has already happened: a trial would miss its preemption for a whole poll (60 s).
         self._wakeups.append(key)
 
-    class _Txn:
-        def __init__(self, orch: Orchestrator) -> None:
-            self.orch = orch
-
-        async def __aenter__(self) -> AsyncSession:
-            await self.orch.lock.acquire()
-            self.orch._outgoing = []
-            self.orch._wakeups = []
-            self.orch._logged = []
-            self.cm = self.orch.rt.sessions.begin()
-            return await self.cm.__aenter__()
-
-        async def __aexit__(self, *exc: object) -> None:
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """The lock and one write transaction; what it queued for agents, long-polls and log
+        followers goes out only once it has committed. ``async with`` on the lock: a cancellation
+        anywhere inside (waiting for the database's write turn included) releases it."""
+        async with self.lock:
+            self._outgoing, self._wakeups, self._logged = [], [], []
             try:
-                await self.cm.__aexit__(*exc)
-                if exc[0] is None:
-                    self.orch.rt.db_health.succeeded()  # committed: the database is back if it was gone
-                    for agent_id, msg in self.orch._outgoing:
-                        self.orch.rt.hub.send(agent_id, msg)
-                    for key in self.orch._wakeups:
-                        self.orch.rt.notifier.notify(key)
-                    for trial_id in self.orch._logged:
-                        self.orch.rt.streams.logged(trial_id)
-                        self.orch.rt.notifier.notify(("trial-logs", trial_id))
+                async with self.rt.sessions.begin() as session:
+                    yield session
+                self.rt.db_health.succeeded()  # committed: the database is back if it was gone
+                for agent_id, msg in self._outgoing:
+                    self.rt.hub.send(agent_id, msg)
+                for key in self._wakeups:
+                    self.rt.notifier.notify(key)
+                for trial_id in self._logged:
+                    self.rt.streams.logged(trial_id)
+                    self.rt.notifier.notify(("trial-logs", trial_id))
             finally:
-                self.orch._outgoing = []
-                self.orch._wakeups = []
-                self.orch._logged = []
-                self.orch.lock.release()
-
-    def transaction(self) -> _Txn:
-        return Orchestrator._Txn(self)
+                self._outgoing, self._wakeups, self._logged = [], [], []
 
     # ---- experiments ------------------------------------------------------------------------
 
