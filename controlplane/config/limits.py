@@ -16,6 +16,9 @@ from controlplane.config.errors import ConfigError
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+# Values and keys: each costs Python objects to build and every walk over the config. A config of
+# 1,000 hyperparameters (the master's default cap) with three fields each is about 8,000.
+DEFAULT_MAX_NODES = 50_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MAX = 2**31 - 1
 NODE_COST = 2  # bytes charged per value on top of its text: the punctuation around it in JSON
@@ -25,6 +28,9 @@ NODE_COST = 2  # bytes charged per value on top of its text: the punctuation aro
 class Limits:
     max_bytes: int = DEFAULT_MAX_BYTES
     max_depth: int = DEFAULT_MAX_DEPTH
+    max_nodes: int = DEFAULT_MAX_NODES
+    # Under the top-level `hyperparameters` (an experiment config's); None: not counted.
+    max_hyperparameters: int | None = None
 
 
 def _path(parent: str, key: Any) -> str:
@@ -37,6 +43,37 @@ def too_big(size: int, limits: Limits, what: str = "the config") -> ConfigError:
 
 def too_deep(path: str, limits: Limits) -> ConfigError:
     return ConfigError(path, f"nested more than {limits.max_depth} levels deep")
+
+
+def too_many_nodes(where: str, limits: Limits, what: str = "") -> ConfigError:
+    return ConfigError(where, f"{what}more than {limits.max_nodes} values and keys, over the limit of "
+                              f"{limits.max_nodes}")
+
+
+def too_many_hyperparameters(limit: int, where: str = "") -> ConfigError:
+    found = f" (stopped reading at {where})" if where else ""
+    return ConfigError("hyperparameters", f"more than {limit} hyperparameters, over the limit of {limit}{found}")
+
+
+def hyperparameter_count(raw: Any, stop_after: int | None = None, max_values: int | None = None) -> int:
+    """Hyperparameters of a raw ``hyperparameters`` block: each leaf (a mapping with a ``type``
+    key, or any other value), inside nested groups too; iterative, and done once past
+    ``stop_after`` or after ``max_values`` values (empty groups), so a huge block costs no more
+    than the limits."""
+    count = seen = 0
+    stack = [raw] if isinstance(raw, dict) else []
+    while stack:
+        for value in stack.pop().values():
+            seen += 1
+            if max_values is not None and seen > max_values:
+                return count
+            if isinstance(value, dict) and "type" not in value:
+                stack.append(value)
+                continue
+            count += 1
+            if stop_after is not None and count > stop_after:
+                return count
+    return count
 
 
 def _scalar_size(value: Any, path: str) -> int:
@@ -59,17 +96,26 @@ def _scalar_size(value: Any, path: str) -> int:
 
 
 def check_plain(value: Any, limits: Limits | None = None) -> int:
-    """Refuse anything JSON cannot carry; with ``limits``, also too big or too deep.
+    """Refuse anything JSON cannot carry; with ``limits``, also too big, too deep, with too many
+    values and keys, or (``max_hyperparameters``) too many hyperparameters, each refused as soon as
+    the walk passes it.
 
     Returns the estimated JSON size in bytes. Shared subtrees (YAML aliases) count every time
     they appear, as they would in the stored JSON."""
-    size = 0
+    if limits is not None and limits.max_hyperparameters is not None and isinstance(value, dict):
+        limit = limits.max_hyperparameters
+        if hyperparameter_count(value.get("hyperparameters"), limit, limits.max_nodes) > limit:
+            raise too_many_hyperparameters(limit)
+    size = nodes = 0
     stack: list[tuple[Any, str, int]] = [(value, "", 1)]
     while stack:
         node, path, depth = stack.pop()
         if limits is not None and depth > limits.max_depth:
             raise too_deep(path, limits)
         size += NODE_COST
+        nodes += 1 + (len(node) if isinstance(node, dict) else 0)
+        if limits is not None and nodes > limits.max_nodes:
+            raise too_many_nodes(path or "config", limits)
         if isinstance(node, dict):
             for key, child in node.items():
                 child_path = _path(path, key)

@@ -1,9 +1,11 @@
 """YAML in, plain dicts out; syntax errors carry the line, overrides use dotted paths.
 
-The loader is bounded: the text's size, the nesting depth (checked while composing, so deep
-nesting never reaches Python's recursion limit) and the size the document expands to through
-aliases (a few hundred bytes of ``&a [*b, *b, ...]`` can stand for gigabytes) are all capped, and
-the result must be plain JSON data (see ``limits.check_plain``).
+The loader is bounded: the text's size is capped, then one pass over its events
+(``yaml_events.check_events``) refuses, at the first limit crossed, too deep a nesting, too many
+values, too many hyperparameters, or aliases expanding past the size cap (a few hundred bytes of
+``&a [*b, *b, ...]`` can stand for gigabytes), before anything is built; the result must be plain
+JSON data (see ``limits.check_plain``). Both the pass and the load use libyaml's C parser where
+PyYAML has it (``yaml_events.LOADER``).
 """
 
 from __future__ import annotations
@@ -11,62 +13,23 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from yaml.events import AliasEvent
-from yaml.nodes import MappingNode, SequenceNode
 
 from controlplane.config.errors import ConfigError
-from controlplane.config.limits import NODE_COST, Limits, check_plain, too_big, too_deep
+from controlplane.config.limits import Limits, check_plain
+from controlplane.config.yaml_events import LOADER, check_events
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that measures each node as it is composed: expanded size and depth."""
-
-    def __init__(self, text: str, limits: Limits, source: str) -> None:
-        super().__init__(text)
-        self.limits = limits
-        self.source = source
-        self.depth = 0
-        self.aliases = 0
-        self.measure: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded bytes, expanded depth)
-
-    def _where(self, mark: Any) -> str:
-        return f"{self.source}: line {mark.line + 1}" if mark is not None else self.source
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(AliasEvent):
-            mark = self.peek_event().start_mark
-            node = super().compose_node(parent, index)
-            self.aliases += 1
-            if id(node) not in self.measure:
-                raise ConfigError("", f"{self._where(mark)}: a YAML alias refers to a mapping or list "
-                                      "that contains it")
-            if self.depth + self.measure[id(node)][1] > self.limits.max_depth:
-                raise too_deep(self._where(mark), self.limits)
-            return node
-        self.depth += 1
-        if self.depth > self.limits.max_depth:
-            raise too_deep(self._where(self.peek_event().start_mark), self.limits)
-        node = super().compose_node(parent, index)
-        self.depth -= 1
-        if node is None:  # pragma: no cover - the composer always returns a node here
-            raise ConfigError("", f"{self.source}: empty YAML node")
-        if isinstance(node, MappingNode):
-            children = [c for pair in node.value for c in pair]
-        elif isinstance(node, SequenceNode):
-            children = node.value
-        else:
-            children = []
-        size = NODE_COST + (len(node.value) if not children and isinstance(node.value, str) else 0)
-        depth = 1
-        for child in children:
-            child_size, child_depth = self.measure[id(child)]
-            size += child_size
-            depth = max(depth, child_depth + 1)
-        self.measure[id(node)] = (size, depth)
-        if size > self.limits.max_bytes:
-            what = "the config, with its YAML aliases expanded," if self.aliases else "the config"
-            raise too_big(size, self.limits, what)
-        return node
+def _load(text: str, limits: Limits, source: str) -> Any:
+    """The one YAML document in ``text``, its limits checked before it is built."""
+    check_events(text, limits, source)
+    try:
+        loader = LOADER(text)
+    except yaml.YAMLError as e:  # the reader refuses non-printable characters before any parsing
+        raise ConfigError("", f"{source}: {e}") from e
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -> dict[str, Any]:
@@ -75,19 +38,13 @@ def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -
         raise ConfigError("", f"{source}: {len(text.encode('utf-8', 'surrogatepass'))} bytes, over the "
                               f"{limits.max_bytes}-byte limit")
     try:
-        loader = _BoundedLoader(text, limits, source)
-    except yaml.YAMLError as e:  # the reader refuses non-printable characters before any parsing
-        raise ConfigError("", f"{source}: {e}") from e
-    try:
-        data = loader.get_single_data()
+        data = _load(text, limits, source)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError("", f"{source}: YAML syntax error{where}: {e.problem or e.context}") from e
     except yaml.YAMLError as e:
         raise ConfigError("", f"{source}: YAML syntax error: {e}") from e
-    finally:
-        loader.dispose()
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -99,13 +56,10 @@ def load_yaml(text: str, source: str = "config", limits: Limits | None = None) -
 def load_value(raw: str, key: str, limits: Limits | None = None) -> Any:
     """One YAML value (an override's right-hand side), bounded like a whole config."""
     limits = limits or Limits()
-    loader = _BoundedLoader(raw, limits, f"--config {key}")
     try:
-        value = loader.get_single_data()
+        value = _load(raw, limits, f"--config {key}")
     except yaml.YAMLError as e:
         raise ConfigError(key, f"cannot read the value {raw!r}: {e}") from e
-    finally:
-        loader.dispose()
     check_plain(value, limits)
     return value
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from controlplane.config.errors import ConfigError
 from controlplane.config.fields import duration as parse_duration
+from controlplane.config.limits import Limits
 from controlplane.master.pools import PoolConfig, parse_pools, preemption_timeout
 
 
@@ -60,6 +61,8 @@ class MasterSettings:
     max_experiment_trials: int = 2000
     max_config_bytes: int = 1024 * 1024
     max_config_depth: int = 64
+    # Values and keys of one config (aliases expanded), counted while its text is read.
+    max_config_nodes: int = 50_000
     # Bounded readers: a config with more hyperparameters is refused; long answers (followed logs,
     # whole-log reads, the SDK's metric streams) are capped per user and in all (429 beyond).
     max_hyperparameters: int = 1000
@@ -80,6 +83,10 @@ class MasterSettings:
         if config is not None and config.preemption_timeout_s is not None:
             return config.preemption_timeout_s
         return self.preemption_timeout_s
+
+    def config_limits(self) -> Limits:
+        """What an experiment config (or a template, or an override) may hold, checked as it is read."""
+        return Limits(self.max_config_bytes, self.max_config_depth, self.max_config_nodes, self.max_hyperparameters)
 
     def pool_names(self) -> list[str]:
         return [p.name for p in self.pools]
@@ -174,7 +181,8 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     if proxy_port and proxy_port == port:
         raise ConfigError("proxy_port", f"must differ from port ({port}): the task proxy is another origin")
     settings.proxy_port = proxy_port
-    for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth", "max_hyperparameters",
+    for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth", "max_config_nodes",
+                "max_hyperparameters",
                 "max_streams_per_user", "max_streams"):
         if key in raw:
             value = raw[key]

@@ -17,7 +17,6 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.config.errors import ConfigError
-from controlplane.config.limits import Limits
 from controlplane.config.merge import merge_template
 from controlplane.config.stored import searcher_of
 from controlplane.config.yaml_io import load_yaml
@@ -174,7 +173,7 @@ def _continued_config(rt: MasterRuntime, exp: Experiment, override_text: str | N
                          "single-searcher experiment takes an override config")
     try:
         override = load_yaml(text or "{}", source="overrideConfig",
-                             limits=Limits(rt.settings.max_config_bytes, rt.settings.max_config_depth))
+                             limits=rt.settings.config_limits())
     except ConfigError as e:
         raise BadRequest(f"overrideConfig: {e}") from e
     if not isinstance(override, dict):

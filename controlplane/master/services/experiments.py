@@ -25,7 +25,7 @@ from controlplane.common.timeutil import utcnow
 from controlplane.config.errors import ConfigError
 from controlplane.config.experiment import ExperimentConfig, parse_experiment_config
 from controlplane.config.grid_axes import grid_size
-from controlplane.config.limits import Limits, check_plain
+from controlplane.config.limits import Limits, check_plain, hyperparameter_count, too_many_hyperparameters
 from controlplane.config.merge import merge_template
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.db.models import Experiment, ExperimentContext
@@ -83,7 +83,7 @@ def _invalid(e: ConfigError | str, template: NamedTemplate | None) -> BadRequest
 
 
 def _limits(settings: MasterSettings) -> Limits:
-    return Limits(settings.max_config_bytes, settings.max_config_depth)
+    return settings.config_limits()
 
 
 def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict[str, Any], str]:
@@ -91,9 +91,12 @@ def _read(settings: MasterSettings, raw_config: Any) -> tuple[dict[str, Any], st
     if isinstance(raw_config, str):
         return load_yaml(raw_config, source="config", limits=limits), raw_config
     if isinstance(raw_config, dict):
-        check_plain(raw_config, limits)  # bounded depth before anything recursive touches it
-        return raw_config, yaml.safe_dump(raw_config, sort_keys=False)
+        check_plain(raw_config, limits)  # bounded before anything recursive or slow touches it
+        return raw_config, yaml.dump(raw_config, Dumper=DUMPER, sort_keys=False)
     raise BadRequest("config: required (the experiment configuration as YAML text)")
+
+
+DUMPER: type[Any] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter, where PyYAML has it
 
 
 def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
@@ -136,19 +139,12 @@ def with_default_storage(settings: MasterSettings, raw: dict[str, Any]) -> dict[
     return merge_template(raw, {"checkpoint_storage": settings.default_checkpoint_storage()})
 
 
-def count_hyperparameters(raw: Any) -> int:
-    """Hyperparameters of a raw ``hyperparameters`` block: each leaf, inside nested groups too
-    (the depth is already bounded by ``max_config_depth``)."""
-    if not isinstance(raw, dict):
-        return 0
-    return sum(count_hyperparameters(v) if isinstance(v, dict) and "type" not in v else 1 for v in raw.values())
-
-
 def _check_hyperparameter_count(settings: MasterSettings, raw: dict[str, Any]) -> None:
-    """Before anything parses them: each one costs every searcher step, list and trial answer."""
-    n, limit = count_hyperparameters(raw.get("hyperparameters")), settings.max_hyperparameters
-    if n > limit:
-        raise ConfigError("hyperparameters", f"{n} hyperparameters, over the limit of {limit}")
+    """Of the merged config, exactly: each one costs every searcher step, list and trial answer.
+    (Reading the text already stopped at the limit, ``config/yaml_events.py``.)"""
+    limit = settings.max_hyperparameters
+    if hyperparameter_count(raw.get("hyperparameters"), stop_after=limit) > limit:
+        raise too_many_hyperparameters(limit)
 
 
 def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, Any]:

@@ -66,4 +66,5 @@ def effective_config(settings: MasterSettings) -> dict[str, Any]:
         "max_experiment_trials": settings.max_experiment_trials,
         "max_config_bytes": settings.max_config_bytes,
         "max_config_depth": settings.max_config_depth,
+        "max_config_nodes": settings.max_config_nodes,
     }

@@ -19,7 +19,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import utcnow
-from controlplane.config.limits import Limits
 from controlplane.master.authz import Action, require_owner
 from controlplane.master.db.models import Template, User
 from controlplane.master.errors import BadRequest, Conflict, NotFound
@@ -95,8 +94,7 @@ async def checked_config(rt: MasterRuntime, config: dict[str, Any] | None) -> di
     """The config if it is plain JSON under the experiment config caps (checked in a worker thread)."""
     if config is None:
         raise BadRequest("config: required (the template's settings, a mapping)")
-    limits = Limits(rt.settings.max_config_bytes, rt.settings.max_config_depth)
-    return await anyio.to_thread.run_sync(plain_json, config, "config", limits)
+    return await anyio.to_thread.run_sync(plain_json, config, "config", rt.settings.config_limits())
 
 
 # ---- lookups --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ ALIAS_BOMB = "data:\n" + "".join(
 
 def test_alias_bomb_is_refused_by_its_expanded_size():
     assert len(ALIAS_BOMB) < 600
-    with pytest.raises(ConfigError, match="YAML aliases expanded.*over the 1048576-byte limit"):
+    with pytest.raises(ConfigError, match="YAML aliases expanded.*over the (1048576-byte limit|limit of 50000)"):
         load_yaml(ALIAS_BOMB)
 
 

@@ -122,7 +122,17 @@ async def test_a_config_over_the_hyperparameter_cap_is_refused_naming_hyperparam
     r = await api.post("/api/v1/experiments", json={"config": yaml.safe_dump({**CONFIG, "hyperparameters": four}),
                                                     "modelDefinition": []})
     assert r.status_code == 400, r.text
-    assert "hyperparameters: 4 hyperparameters, over the limit of 3" in r.json()["message"]
+    assert "hyperparameters: more than 3 hyperparameters, over the limit of 3" in r.json()["message"]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["yaml", "json"])
+async def test_sixty_thousand_hyperparameters_are_refused_naming_the_field_and_the_limit(api, as_json):
+    hps = {f"h{i}": {"type": "int", "minval": 1, "maxval": 10} if i % 20 == 0 else i for i in range(60_000)}
+    config = {**CONFIG, "hyperparameters": hps}
+    r = await api.post("/api/v1/experiments", json={
+        "config": config if as_json else yaml.safe_dump(config, default_flow_style=None), "modelDefinition": []})
+    assert r.status_code == 400, r.text
+    assert "hyperparameters: more than 1000 hyperparameters, over the limit of 1000" in r.json()["message"]
 
 
 async def test_the_experiment_list_leaves_the_submitted_yaml_to_the_experiment_itself(api):
