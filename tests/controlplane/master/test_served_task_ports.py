@@ -22,7 +22,7 @@ from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.app import create_proxy_app
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent, create_experiment
-from tests.controlplane.master.test_task_proxy import served
+from tests.controlplane.master.test_task_proxy import on_task_host, served
 from tests.support.deadline import bounded
 
 pytestmark = pytest.mark.timeout(180)
@@ -65,9 +65,11 @@ async def task_process(start: wire.StartTask, home: Path, **env: str) -> AsyncIt
 
 
 def through_proxy(api: Any) -> httpx.AsyncClient:
-    """A client of the proxy's own listener, signed in as the test's user (a bearer token)."""
+    """A client of the proxy's own listener, signed in as the test's user (a bearer token), on each
+    task's own host."""
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=cast(Any, create_proxy_app(api.rt))), base_url="http://proxy",
-                             headers={"Authorization": api.headers["Authorization"]}, timeout=30)
+                             headers={"Authorization": api.headers["Authorization"]}, timeout=30,
+                             event_hooks={"request": [on_task_host]})
 
 
 async def started(api: Any, kind: str, body: dict) -> tuple[str, wire.StartTask]:
