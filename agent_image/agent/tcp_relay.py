@@ -87,11 +87,11 @@ class Relay:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
+        connections = list(self._connections)
+        for task in connections:
             task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Their cancels come back as results; a cancel of close() itself goes on to its caller.
+        await asyncio.gather(*connections, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
