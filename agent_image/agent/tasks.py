@@ -58,6 +58,7 @@ from .sandbox import (
 )
 from .task_network import TaskNetworks
 from .task_setup import build_command, build_env, check_executable, make_staging_dir, write_info_files
+from .unsandboxed_storage import staged_view
 
 _PR_SET_PDEATHSIG = 1
 
@@ -294,6 +295,8 @@ class TaskRunner:
     async def _spawn(self, msg: StartTask, task_dir: Path, handle: TaskHandle) -> asyncio.subprocess.Process | None:
         """The started process, or None when a kill arrived while preparing."""
         environment = self.environment_for(msg)
+        if self._sandbox is None:  # still writes its checkpoints where the master publishes them from
+            msg = await asyncio.to_thread(staged_view, msg)
         entry, mounts = await asyncio.to_thread(self._prepare, msg, task_dir)
         handle.written = [m.source for m in mounts if m.writable] or [
             task_dir / "context", *([pai_outputs.host_dir(task_dir)] if msg.collect_outputs else [])]

@@ -276,6 +276,8 @@ def _checkpoint_storage(raw: Any) -> dict[str, Any] | None:
         return None
     path = "checkpoint_storage"
     raw = f.mapping(raw, path)
+    if raw.get("name") is not None:  # one of the admin's storage choices, which the master resolves
+        return _storage_choice_reference(raw, path)
     kind = f.get(raw, "type", path)
     if kind not in STORAGE_KEYS:
         raise ConfigError("checkpoint_storage.type",
@@ -286,6 +288,20 @@ def _checkpoint_storage(raw: Any) -> dict[str, Any] | None:
     for key in sorted(required):
         out[key] = f.string(f.get(raw, key, path), f.join(path, key))
     for key in sorted(optional):
+        if raw.get(key) is not None:
+            out[key] = f.string(raw[key], f.join(path, key))
+    for key, default in SAVE_DEFAULTS.items():
+        out[key] = f.integer(f.get(raw, key, path, default), f.join(path, key), minimum=0)
+    return out
+
+
+def _storage_choice_reference(raw: dict[str, Any], path: str) -> dict[str, Any]:
+    """``{name: scratch[, storage_path|prefix: ...][, save_*]}``: checked here for shape only (the
+    CLI checks before upload); the master replaces it by the choice's block (``storage_choices.py``)."""
+    every_key = {"name", "type"}.union(*(req | opt for req, opt in STORAGE_KEYS.values()))
+    f.no_unknown(raw, every_key | set(SAVE_DEFAULTS), path)
+    out: dict[str, Any] = {}
+    for key in sorted(every_key):
         if raw.get(key) is not None:
             out[key] = f.string(raw[key], f.join(path, key))
     for key, default in SAVE_DEFAULTS.items():

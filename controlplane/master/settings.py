@@ -14,6 +14,7 @@ from typing import Any
 from controlplane.config.errors import ConfigError
 from controlplane.config.fields import duration as parse_duration
 from controlplane.config.limits import Limits
+from controlplane.config.storage_choices import StorageChoice, parse_choices
 from controlplane.master.pools import PoolConfig, parse_pools, preemption_timeout
 
 
@@ -28,6 +29,9 @@ class MasterSettings:
     # Determined's security.initial_user_password: admin's and determined's password when first created.
     initial_user_password: str = ""
     checkpoint_storage: dict[str, Any] = field(default_factory=dict)
+    # More places an experiment may pick for its checkpoints (``name`` + a storage block each);
+    # the cluster's ``checkpoint_storage`` is always the choice named ``default`` (storage_choices.py).
+    checkpoint_storage_choices: list[dict[str, Any]] = field(default_factory=list)
     # Determined's task_container_defaults.image: the environment of an experiment that names none
     # (a name, or {cpu:, cuda:, rocm:}); None: the agents' own interpreter, ``default``.
     default_image: str | dict[str, str] | None = None
@@ -99,6 +103,10 @@ class MasterSettings:
             return dict(self.checkpoint_storage)
         return {"type": "shared_fs", "host_path": str(self.data_dir / "checkpoints")}
 
+    def storage_choices(self) -> list[StorageChoice]:
+        """Where an experiment's checkpoints may go: ``default`` first (ConfigError for a bad block)."""
+        return parse_choices(self.default_checkpoint_storage(), self.checkpoint_storage_choices)
+
 
 def _read_join_token(path: Path) -> str:
     mode = path.stat().st_mode
@@ -157,6 +165,7 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
         initial_user_password=str(security.get("initial_user_password") or ""),
         cluster_name=str(raw.get("cluster_name", "controlplane")),
         checkpoint_storage=dict(raw.get("checkpoint_storage") or {}),
+        checkpoint_storage_choices=raw.get("checkpoint_storage_choices") or [],
         pools=pools,
         default_resource_pool=default_compute,
         default_aux_pool=default_aux,
@@ -181,6 +190,7 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     if proxy_port and proxy_port == port:
         raise ConfigError("proxy_port", f"must differ from port ({port}): the task proxy is another origin")
     settings.proxy_port = proxy_port
+    settings.storage_choices()  # every storage block checked at start, each mistake naming its field
     for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth", "max_config_nodes",
                 "max_hyperparameters",
                 "max_streams_per_user", "max_streams"):

@@ -1,7 +1,8 @@
 """`GET /checkpoints/{uuid}`: a checkpoint as a tar.gz stream, for clients that cannot reach its
 storage (`det checkpoint download --mode master`, Determined's route outside /api/v1).
 
-Users may download any checkpoint (VIEW); a task token only its own experiment's. The files are
+Users may download any checkpoint (VIEW); a task token only its own experiment's; only files the
+checkpoint owns (``Checkpoint.owns_files``: published by the master, or uploaded by its trial). The files are
 read from storage and checked against the sha256 recorded with the report before a byte is sent:
 a changed, missing or added file is a 409 naming it."""
 
@@ -61,6 +62,8 @@ async def download(request: AnyRequest, ckpt_uuid: CheckpointUuid) -> File:
     ckpt, _config, _ = await svc.get_checkpoint(rt, principal_of(request), ckpt_uuid)
     if ckpt.state in (gc.DELETED, gc.DELETING):
         raise NotFound(f"checkpoint {ckpt_uuid} was deleted ({ckpt.delete_reason or 'no reason recorded'})")
+    if not ckpt.owns_files:  # whatever sits at its place was not published for it: never served
+        raise NotFound(f"checkpoint {ckpt_uuid} has no files in storage (it was reported without any)")
     work = Path(tempfile.mkdtemp(prefix="det-ckpt-"))
     try:
         archive = await asyncio.to_thread(_pack, rt, ckpt.storage, ckpt_uuid, work, ckpt.digests)

@@ -5,7 +5,10 @@ that no row knows about:
 1. mark: in one transaction the checkpoint becomes STATE_PARTIALLY_DELETED ("its files are being
    deleted", never restored from again) with the reason;
 2. delete its files from the storage it was written to (idempotent; every store raises unless
-   all of them are gone), and only then make the row STATE_DELETED with no resources.
+   all of them are gone), and only then make the row STATE_DELETED with no resources. A row whose
+   files are not its own (``Checkpoint.owns_files``: a shared_fs checkpoint the master never
+   published, whose files, if any, are still staged) touches no storage: what sits at its place
+   is someone else's.
 A failure in 2 leaves the row marked with the error and the attempt count; `drain()` retries
 every marked row, so a GC that failed half-way converges when it runs again.
 """
@@ -183,13 +186,14 @@ async def drain(rt: RuntimeCore, only: set[str] | None = None) -> DrainReport:
     """Delete the files of every marked checkpoint (or of `only`), then record each as deleted."""
     report = DrainReport()
     async with rt.sessions() as session:
-        q = select(Checkpoint.uuid, Checkpoint.storage).where(Checkpoint.state == DELETING)
+        q = select(Checkpoint.uuid, Checkpoint.storage, Checkpoint.owns_files).where(Checkpoint.state == DELETING)
         if only is not None:
             q = q.where(Checkpoint.uuid.in_(only))
         todo = (await session.execute(q.order_by(Checkpoint.uuid))).all()
-    for uuid, storage_config in todo:
+    for uuid, storage_config, owns_files in todo:
         try:
-            await asyncio.to_thread(_delete_files, rt, storage_config, uuid)
+            if owns_files:  # else the files at its place are not its own (never published): left alone
+                await asyncio.to_thread(_delete_files, rt, storage_config, uuid)
         except Exception as e:  # noqa: BLE001 - any failure is kept on the row and retried
             error = f"{type(e).__name__}: {e}"
             report.failed[uuid] = error

@@ -133,8 +133,8 @@ async def remove_files(rt: RuntimeCore, user: AuthedUser, data: CheckpointsRemov
                                  "is still running and may resume from it")
         for uuid in uuids:
             c = rows[uuid]
-            if c.state != COMPLETED:
-                continue  # deleted, being deleted, or not uploaded yet: nothing to take from
+            if c.state != COMPLETED or not c.owns_files:
+                continue  # deleted, being deleted, not uploaded yet, or no files of its own: nothing to take
             files = matching(sorted(c.resources or {}), globs) if globs else None
             if files != []:
                 plan.append((uuid, dict(c.storage or {}), files))

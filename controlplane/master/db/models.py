@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -340,6 +341,9 @@ class Checkpoint(Base):
     # relpath -> sha256 hex of each file as reported (None: not known, not verified); download and
     # restore refuse a file that no longer matches (services/checkpoint_files.py)
     digests: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    # The files at its place are its own (published by the master, or uploaded by its trial under a
+    # new uuid): only then do download, GC and `det checkpoint rm` touch storage (migration 0022).
+    owns_files: Mapped[bool] = mapped_column(Boolean, default=False, server_default=true())
     report_time: Mapped[datetime] = _ts()
     # Garbage collection: STATE_PARTIALLY_DELETED means "its files are being deleted" (storage
     # first, then this row becomes STATE_DELETED); the reason and the last failure are kept.

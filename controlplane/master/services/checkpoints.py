@@ -134,39 +134,65 @@ async def report_checkpoint(rt: MasterRuntime, principal: Principal, data: Repor
         allocation_id, task_id = principal.allocation_id, principal.task_id
     report_time = _report_time(data.report_time)
     digests = dict(data.digests) if data.digests is not None and data.state == CK.COMPLETED else None
+    published = None
     if data.state == CK.COMPLETED:
         # The files first, outside the write transaction (hashing takes a while): a shared_fs
         # checkpoint leaves the task's staging directory and becomes read-only (checkpoint_files.py).
         async with rt.sessions() as session:
             found = await _reported_into(session, principal, data, allocation_id)
         if found is not None:
-            exp = found[1]
-            places = checkpoint_files.shared_fs_places(
-                dict(exp.config.get("checkpoint_storage") or rt.settings.default_checkpoint_storage()),
-                allocation_id, data.uuid)
+            places = checkpoint_files.shared_fs_places(_storage_of(rt, found[1]), allocation_id, data.uuid)
             if places is not None:
-                digests = await asyncio.to_thread(checkpoint_files.publish, *places, data.uuid)
+                published = await asyncio.to_thread(checkpoint_files.publish, places)
+                digests = published.digests
+    try:
+        async with rt.sessions.begin() as session:
+            await _store_report(session, principal, data, allocation_id, task_id, steps, metadata, resources,
+                                report_time, digests, published)
+    except BaseException:
+        if published is not None:  # back where it was staged, so a retry of the report finds it
+            await asyncio.to_thread(published.undo)
+        raise
+    if published is not None:
+        published.close()
 
-    async with rt.sessions.begin() as session:
-        found = await _reported_into(session, principal, data, allocation_id)
-        if found is None:
-            return  # a retry of a report that already landed
-        trial, exp, existing = found
-        fields = dict(trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
-                      allocation_id=allocation_id, state=data.state, steps_completed=steps, metadata_=metadata,
-                      resources=resources, size=sum(resources.values()),
-                      storage=dict(exp.config.get("checkpoint_storage") or {}), report_time=report_time,
-                      digests=digests)
-        if existing is None:
-            session.add(Checkpoint(uuid=data.uuid, **fields))
-        else:  # the upload it announced (STATE_ACTIVE) has finished
-            for name, value in fields.items():
-                setattr(existing, name, value)
-        if data.state == CK.COMPLETED:
-            current = await session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
-            if current is None or steps >= current.steps_completed:
-                trial.latest_checkpoint = data.uuid
-            trial.total_batches = max(trial.total_batches, steps)
+
+def _storage_of(rt: MasterRuntime, exp: Experiment) -> dict[str, Any]:
+    return dict(exp.config.get("checkpoint_storage") or rt.settings.default_checkpoint_storage())
+
+
+async def _store_report(session: AsyncSession, principal: Principal, data: ReportCheckpointRequest,
+                        allocation_id: str, task_id: str, steps: int, metadata: dict[str, Any],
+                        resources: dict[str, int], report_time: datetime, digests: dict[str, str] | None,
+                        published: checkpoint_files.Published | None) -> None:
+    found = await _reported_into(session, principal, data, allocation_id)
+    if found is None:
+        return  # a retry of a report that already landed
+    trial, exp, existing = found
+    storage = dict(exp.config.get("checkpoint_storage") or {})
+    fields = dict(trial_id=trial.id, experiment_id=trial.experiment_id, task_id=task_id,
+                  allocation_id=allocation_id, state=data.state, steps_completed=steps, metadata_=metadata,
+                  resources=resources, size=sum(resources.values()), storage=storage, report_time=report_time,
+                  digests=digests, owns_files=_owns_files(storage, data.state, published))
+    if existing is None:
+        session.add(Checkpoint(uuid=data.uuid, **fields))
+    else:  # the upload it announced (STATE_ACTIVE) has finished
+        for name, value in fields.items():
+            setattr(existing, name, value)
+    if data.state == CK.COMPLETED:
+        current = await session.get(Checkpoint, trial.latest_checkpoint) if trial.latest_checkpoint else None
+        if current is None or steps >= current.steps_completed:
+            trial.latest_checkpoint = data.uuid
+        trial.total_batches = max(trial.total_batches, steps)
+
+
+def _owns_files(storage: dict[str, Any], state: str, published: checkpoint_files.Published | None) -> bool:
+    """Whether the files at the checkpoint's place are its own (``Checkpoint.owns_files``): a shared_fs
+    checkpoint's only once the master moved them there from the allocation's staging directory; a
+    cloud one's always, since its uuid is new (``_reported_into``: no row had it) and its trial wrote them."""
+    if storage.get("type") in ("shared_fs", "directory"):
+        return published is not None and published.moved and state == CK.COMPLETED
+    return True
 
 
 async def _reported_into(session: AsyncSession, principal: Principal, data: ReportCheckpointRequest,
@@ -186,7 +212,7 @@ async def _reported_into(session: AsyncSession, principal: Principal, data: Repo
     # The caller's own trial (a task: its current run; a user: an experiment they own), checked
     # in this transaction so a superseded run cannot report.
     await fencing.hold_trial(session, principal, trial.id)
-    if existing is not None and existing.trial_id not in (None, trial.id):
+    if existing is not None and existing.trial_id != trial.id:
         raise Forbidden(f"uuid: checkpoint {data.uuid} belongs to another trial")
     if existing is not None and not (existing.state == CK.ACTIVE and data.state != CK.ACTIVE):
         return None

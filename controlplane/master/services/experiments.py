@@ -27,6 +27,7 @@ from controlplane.config.experiment import ExperimentConfig, parse_experiment_co
 from controlplane.config.grid_axes import grid_size
 from controlplane.config.limits import Limits, check_plain, hyperparameter_count, too_many_hyperparameters
 from controlplane.config.merge import merge_template
+from controlplane.config.storage_choices import resolve as resolve_storage
 from controlplane.config.yaml_io import load_yaml
 from controlplane.master.db.models import Experiment, ExperimentContext
 from controlplane.master.errors import BadRequest
@@ -131,12 +132,11 @@ def _check_searcher(settings: MasterSettings, cfg: ExperimentConfig) -> None:
 
 
 def with_default_storage(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, Any]:
-    """Determined's merge of the cluster's ``checkpoint_storage`` under the experiment's: a block
-    with only ``save_*`` keys (what ``det e create --test`` sends) or the same ``type`` takes the
-    rest from the cluster's; another ``type`` is kept whole (``config/merge.py``)."""
-    if not isinstance(raw.get("checkpoint_storage"), dict):
-        return raw
-    return merge_template(raw, {"checkpoint_storage": settings.default_checkpoint_storage()})
+    """The experiment's ``checkpoint_storage`` as one of the admin's storage places
+    (``config/storage_choices.py``): absent or ``save_*`` only (what ``det e create --test`` sends):
+    the cluster default; ``{name: ...}`` or a block at a choice's location: that choice, with the
+    block's sub-path; anything else is a ConfigError naming the field and listing the choices."""
+    return {**raw, "checkpoint_storage": resolve_storage(raw.get("checkpoint_storage"), settings.storage_choices())}
 
 
 def _check_hyperparameter_count(settings: MasterSettings, raw: dict[str, Any]) -> None:
@@ -150,11 +150,6 @@ def _check_hyperparameter_count(settings: MasterSettings, raw: dict[str, Any]) -
 def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, Any]:
     _check_hyperparameter_count(settings, raw)
     cfg = parse_experiment_config(with_default_storage(settings, raw)).to_dict()
-    if not cfg.get("checkpoint_storage"):
-        storage = settings.default_checkpoint_storage()
-        for key, default in (("save_experiment_best", 0), ("save_trial_best", 1), ("save_trial_latest", 1)):
-            storage.setdefault(key, default)
-        cfg["checkpoint_storage"] = storage
     environment = cfg.setdefault("environment", {})
     if settings.default_image is not None and not environment.get("image"):
         environment["image"] = settings.default_image  # Determined's task_container_defaults.image

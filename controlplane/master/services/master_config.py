@@ -2,7 +2,7 @@
 
 What the master runs with after defaults, in master.yaml's own field names, so an operator can
 compare it with the file: the join token and the database password are always masked; the
-checkpoint storage and the pools' provider blocks go through ``redaction`` like any config
+checkpoint storage, its other choices and the pools' provider blocks go through ``redaction`` like any config
 (``secret_key``, ``access_key``, credentials...). Test-only settings (provisioner overrides) are
 left out.
 """
@@ -55,6 +55,8 @@ def effective_config(settings: MasterSettings) -> dict[str, Any]:
         "db": {"url": _db_url(settings.resolved_db_url())},
         "security": {"join_token": MASK if settings.join_token else ""},
         "checkpoint_storage": redact_storage(settings.default_checkpoint_storage()),
+        "checkpoint_storage_choices": [redact_storage({"name": c.name, **c.storage})
+                                       for c in settings.storage_choices()[1:]],
         "resource_manager": {"type": "agent", "default_compute_resource_pool": settings.default_resource_pool,
                              "default_aux_resource_pool": settings.default_aux_pool},
         "resource_pools": pools,

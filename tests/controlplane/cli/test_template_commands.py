@@ -94,6 +94,8 @@ def test_describe_edit_set_keeps_the_secrets_it_masked(real_master, det, tmp_pat
 
 
 def test_experiment_create_merges_the_template_under_the_config(real_master, det, tmp_path):
+    real_master.app.state.runtime.settings.checkpoint_storage_choices = [  # the admin's place the template names
+        {"name": "tmp", "type": "shared_fs", "host_path": "/tmp"}]
     (tmp_path / "team.yaml").write_text(TEMPLATE_YAML.replace("type: s3", "type: shared_fs\n  host_path: /tmp")
                                         .replace("  bucket: team-bucket\n  secret_key: sk-team   # never shown back\n",
                                                  ""))

@@ -10,7 +10,7 @@ import pytest
 from controlplane.master.checkpoint_gc.file_removal import check_globs, matching
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import FakeAgent
-from tests.controlplane.master.test_checkpoint_gc import storage_dir
+from tests.controlplane.master.test_checkpoint_gc import staged, storage_dir
 from tests.controlplane.master.test_ownership import add_user, login, running
 from tests.controlplane.master.test_task_tokens import task_headers
 
@@ -40,9 +40,9 @@ def test_a_glob_that_could_leave_or_name_the_whole_checkpoint_is_refused(glob):
 
 async def checkpoint_with_files(api, start: wire.StartTask, steps: int) -> str:
     ckpt = str(uuid.uuid4())
-    for rel, data in FILES.items():
-        (storage_dir(api) / ckpt / rel).parent.mkdir(parents=True, exist_ok=True)
-        (storage_dir(api) / ckpt / rel).write_bytes(data)
+    for rel, data in FILES.items():  # written where the task writes; the report publishes them
+        (staged(api, start.allocation_id, ckpt) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (staged(api, start.allocation_id, ckpt) / rel).write_bytes(data)
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "state": "STATE_COMPLETED", "resources": {k: str(len(v)) for k, v in FILES.items()},
         "metadata": {"steps_completed": steps}})

@@ -42,7 +42,7 @@ async def run_experiment(api, storage: dict | None = None, *, orphan: str | None
         headers, tid = task_headers(start.session_token), int(start.env["DET_TRIAL_ID"])
         for steps, loss in zip((10, 20, 30), LOSSES[n], strict=False):
             ckpt = str(uuid.uuid4())
-            d = storage_dir(api) / ckpt
+            d = staged(api, start.allocation_id, ckpt)  # written where the task writes, published on report
             d.mkdir(parents=True)
             (d / "state.pt").write_bytes(b"w" * steps)
             (d / "metadata.json").write_text("{}")
@@ -55,8 +55,8 @@ async def run_experiment(api, storage: dict | None = None, *, orphan: str | None
             assert r.status_code == 200, r.text
             uuids[(n, steps)] = ckpt
         if orphan and n == 1:  # an upload announced, its files written, then the trial stops before reporting
-            (storage_dir(api) / orphan).mkdir(parents=True)
-            (storage_dir(api) / orphan / "state.pt").write_bytes(b"half")
+            staged(api, start.allocation_id, orphan).mkdir(parents=True)
+            (staged(api, start.allocation_id, orphan) / "state.pt").write_bytes(b"half")
             r = await api.post("/api/v1/checkpoints", headers=headers, json={
                 "uuid": orphan, "allocationId": start.allocation_id, "taskId": start.task_id,
                 "state": "STATE_ACTIVE", "resources": {}, "metadata": {"steps_completed": 40}})
@@ -74,7 +74,12 @@ async def states(api, uuids) -> dict[str, str]:
 
 
 def on_disk(api) -> set[str]:
-    return {p.name for p in storage_dir(api).iterdir() if p.is_dir()}
+    """The published checkpoints (not the tasks' staging directories)."""
+    return {p.name for p in storage_dir(api).iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def staged(api, allocation_id: str, ckpt: str) -> Path:
+    return storage_dir(api) / ".staging" / allocation_id / ckpt
 
 
 async def until(predicate, what: str, timeout_s: float = 15.0):
@@ -155,7 +160,7 @@ async def test_the_latest_checkpoint_of_a_running_trial_is_not_deleted(api):
     start = await agent.next_message()
     await agent.start(start)
     ckpt = str(uuid.uuid4())
-    (storage_dir(api) / ckpt).mkdir(parents=True)
+    staged(api, start.allocation_id, ckpt).mkdir(parents=True)
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "allocationId": start.allocation_id, "taskId": start.task_id, "state": "STATE_COMPLETED",
         "resources": {}, "metadata": {"steps_completed": 5}})
@@ -203,6 +208,7 @@ async def test_files_of_an_upload_never_reported_complete_are_removed_when_the_e
     _, u = await run_experiment(api, orphan=orphan)
     st = await settled(api, [*u.values(), orphan], 4)
     assert st[orphan] == "STATE_DELETED" and orphan not in on_disk(api)
+    assert not (storage_dir(api) / ".staging").exists() or not any((storage_dir(api) / ".staging").iterdir())
     c = (await api.get(f"/api/v1/checkpoints/{orphan}")).json()["checkpoint"]
     assert "upload never completed" in c["deletion"]["reason"]
     trial = (await api.get(f"/api/v1/trials/{c['training']['trialId']}")).json()["trial"]

@@ -24,7 +24,11 @@ def task_headers(token: str) -> dict:
 
 
 async def report_checkpoint(api, start: wire.StartTask, steps: int) -> str:
+    """Its files staged where the task writes them, which the master publishes on the report."""
     ckpt = str(uuid.uuid4())
+    staged = Path(start.trial_info["config"]["checkpoint_storage"]["host_path"]) / ".staging" / start.allocation_id
+    (staged / ckpt).mkdir(parents=True)
+    (staged / ckpt / "state.pt").write_bytes(b"x" * 10)
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "taskId": start.task_id, "allocationId": start.allocation_id, "state": "STATE_COMPLETED",
         "resources": {"state.pt": "10"}, "metadata": {"steps_completed": steps}, "training": {}})
@@ -197,8 +201,7 @@ async def test_delete_removes_rows_and_checkpoint_files(api):
     exp_id, start, ckpt = await run_to_end(api, {**ONE, "checkpoint_storage": {"save_trial_latest": 1}})
     assert (await api.get(f"/api/v1/trials/{start.env['DET_TRIAL_ID']}")).status_code == 200
     files = Path(api.rt.settings.data_dir / "checkpoints" / ckpt)
-    files.mkdir(parents=True)
-    (files / "state.pt").write_bytes(b"x" * 10)
+    assert (files / "state.pt").read_bytes() == b"x" * 10  # published by the report
     r = await api.delete(f"/api/v1/experiments/{exp_id}")
     assert r.status_code == 200 and r.json() == {"state": "STATE_DELETED"}, r.text
     assert not files.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+import pytest
 import yaml
 from sqlalchemy import select
 
@@ -32,6 +33,13 @@ CONFIG = {
     "searcher": {"name": "random", "max_trials": 2, "max_concurrent_trials": 2},
     "checkpoint_storage": {"save_trial_latest": 2},
 }
+
+
+@pytest.fixture(autouse=True)
+def storage_choices(api):
+    """The admin's storage places the templates name (a template cannot bring its own either)."""
+    api.rt.settings.checkpoint_storage_choices = [{"name": "tpl", "type": "shared_fs", "host_path": "/tmp/tpl-ckpts"},
+                                                  {"name": "s3", "type": "s3", "bucket": "b", "secret_key": "sk-2"}]
 
 
 async def create(api, config: dict, headers: dict | None = None, **extra):

@@ -11,7 +11,7 @@ import yaml
 
 from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.conftest import CONFIG, FakeAgent
-from tests.controlplane.master.test_checkpoint_gc import storage_dir
+from tests.controlplane.master.test_checkpoint_gc import staged, storage_dir
 from tests.controlplane.master.test_secrets import create
 from tests.controlplane.master.test_task_tokens import task_headers
 
@@ -45,8 +45,8 @@ async def experiment(api, headers: dict | None = None, **changes) -> dict:
 async def checkpoint_on_disk(api, start: wire.StartTask, steps: int) -> str:
     """A checkpoint whose files are in the default shared_fs storage, reported by its task."""
     ckpt = str(uuid.uuid4())
-    (storage_dir(api) / ckpt).mkdir(parents=True)
-    (storage_dir(api) / ckpt / "state.pt").write_bytes(b"w" * steps)
+    staged(api, start.allocation_id, ckpt).mkdir(parents=True)  # where the task writes; the report publishes it
+    (staged(api, start.allocation_id, ckpt) / "state.pt").write_bytes(b"w" * steps)
     r = await api.post("/api/v1/checkpoints", headers=task_headers(start.session_token), json={
         "uuid": ckpt, "state": "STATE_COMPLETED", "resources": {"state.pt": str(steps)},
         "metadata": {"steps_completed": steps}})

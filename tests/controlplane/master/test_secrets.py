@@ -8,6 +8,7 @@ import logging
 import uuid
 from typing import cast
 
+import pytest
 import yaml
 
 from controlplane.wire import agent_protocol as wire
@@ -26,6 +27,15 @@ SECRET_CONFIG = {
 # As a user writes it: comments, block style, a flow-style list.
 SECRET_YAML = yaml.safe_dump(SECRET_CONFIG, sort_keys=False).replace(
     "checkpoint_storage:", "# where checkpoints go\ncheckpoint_storage:  # team bucket")
+
+
+@pytest.fixture(autouse=True)
+def team_buckets(api):
+    """The admin's storage choices these configs name (an experiment cannot bring a bucket of its own):
+    the secrets are the admin's, and still never come back in an answer."""
+    api.rt.settings.checkpoint_storage_choices = [
+        {"name": "team", **SECRET_CONFIG["checkpoint_storage"]},
+        {"name": "b", "type": "s3", "bucket": "b", "secret_key": SECRETS[0]}]
 
 
 def leaked(text: str) -> list[str]:

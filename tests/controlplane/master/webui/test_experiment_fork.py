@@ -35,6 +35,7 @@ async def test_an_ended_experiment_offers_continue_delete_and_fork(api):
 
 
 async def test_fork_reuses_the_parents_code_and_secrets(api, admin):  # noqa: F811
+    api.rt.settings.checkpoint_storage_choices = [{"name": "team", **SECRET}]  # the admin's bucket, picked by type
     parent = await create_experiment(api, {**CONFIG, "checkpoint_storage": SECRET},
                                      files={"train.py": "print('parent code')\n"})
     page = await api.get(f"/experiments/{parent}/fork")
