@@ -203,6 +203,7 @@ def consolidate(cfg: PoolScaling, agents: Sequence[AgentView], instances: Sequen
         for m in moves:
             idle[listed[m.to_agent].instance_type] = [x for x in idle[listed[m.to_agent].instance_type]
                                                      if x.agent_id != m.to_agent]
+        room.remove(a.agent_id)  # emptied this tick: its free slots take no other instance's trials
         spare -= 1
         where = ", ".join(f"{m.task_id} → {m.to_agent}" for m in moves)
         out.drains.append(Drain(a.agent_id, tuple(moves), (

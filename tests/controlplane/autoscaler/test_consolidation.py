@@ -97,3 +97,16 @@ def test_with_mixed_shapes_a_trial_is_not_parked_on_dear_free_slots():
     assert all(m.to_agent != "i-big" for x in d.drains for m in x.moves)
     assert [(x.instance_type, x.count) for x in d.launches] == [("g5.xlarge", 3)]
     assert d.drains == []
+
+
+def test_no_trial_is_moved_onto_an_instance_drained_in_the_same_tick():
+    # i-big's lone trial goes to an idle cheap agent (a cheaper-shape drain); i-b's 5-slot trial
+    # fits only i-big's 7 free slots, which empty out in this very tick: it must stay where it is.
+    cfg = pool(shapes=G5, zones=("a",))
+    instances = [instance("i-big", "g5.48xlarge"), instance("i-b", "g5.48xlarge"), instance("i-small", "g5.xlarge")]
+    agents = [agent("i-big", 8, trial("t1")), agent("i-b", 8, trial("t2", slots=5)), agent("i-small", 1)]
+    d = run(cfg, instances=instances, agents=agents)
+    drained = {x.instance_id for x in d.drains}
+    assert "i-big" in drained
+    assert [(x.instance_id, m.task_id, m.to_agent) for x in d.drains for m in x.moves
+            if m.to_agent in drained] == []
