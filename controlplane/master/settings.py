@@ -16,6 +16,7 @@ from controlplane.config.fields import duration as parse_duration
 from controlplane.config.limits import Limits
 from controlplane.config.storage_choices import StorageChoice, parse_choices
 from controlplane.master.pools import PoolConfig, parse_pools, preemption_timeout
+from controlplane.master.task_hosts import proxy_url_problem
 
 
 @dataclass
@@ -52,9 +53,10 @@ class MasterSettings:
     log_level: str = "INFO"
     # The URL instances use to reach the master (boot scripts); default http://127.0.0.1:<port>.
     public_url: str = ""
-    # The task proxy's own listener (/proxy/<id>/...: notebooks, TensorBoards), another origin than
-    # the API's so a proxied page never runs with the master's: its port (0: a free one, picked at
-    # start and logged) and, behind a TLS terminator or on a host of its own, its public origin.
+    # The task proxy's own listener (/proxy/<id>/...: notebooks, TensorBoards), each task on a host
+    # of its own (task_hosts.py) so a proxied page never runs with the master's or another task's:
+    # its port (0: a free one, recorded in data_dir and taken again at the next start) and, behind
+    # a TLS terminator or on a domain of its own, its public origin with a wildcard (https://*.tasks.example.com).
     proxy_port: int = 0
     proxy_url: str = ""
     autoscaler_tick_s: float = 5.0
@@ -190,6 +192,8 @@ def load_settings(path: str | os.PathLike[str]) -> MasterSettings:
     if proxy_port and proxy_port == port:
         raise ConfigError("proxy_port", f"must differ from port ({port}): the task proxy is another origin")
     settings.proxy_port = proxy_port
+    if (problem := proxy_url_problem(settings.proxy_url)) is not None:
+        raise ConfigError("proxy_url", problem)
     settings.storage_choices()  # every storage block checked at start, each mistake naming its field
     for key in ("max_experiment_trials", "max_config_bytes", "max_config_depth", "max_config_nodes",
                 "max_hyperparameters",
