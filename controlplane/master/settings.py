@@ -82,13 +82,13 @@ class MasterSettings:
 
     def preemption_timeout_for(self, pool: str, own_s: float | None = None) -> float:
         """Determined's precedence: the experiment's own `preemption_timeout`, else its pool's
-        `task_container_defaults.preemption_timeout`, else the master's."""
-        if own_s is not None:
-            return own_s
+        `task_container_defaults.preemption_timeout`, else the master's. An experiment's own may
+        only shorten its pool's (checked at create; capped here too, for one moved to another pool)."""
         config = self.pool(pool)
+        cap = self.preemption_timeout_s
         if config is not None and config.preemption_timeout_s is not None:
-            return config.preemption_timeout_s
-        return self.preemption_timeout_s
+            cap = config.preemption_timeout_s
+        return cap if own_s is None else min(own_s, cap)
 
     def config_limits(self) -> Limits:
         """What an experiment config (or a template, or an override) may hold, checked as it is read."""

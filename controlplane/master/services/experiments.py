@@ -159,6 +159,7 @@ def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, An
     if pool not in pools:
         raise ConfigError("resources.resource_pool", f"unknown pool {pool!r} (pools: {', '.join(pools)})")
     resources["resource_pool"] = pool
+    check_preemption_timeout(settings, cfg, pool)
     max_slots, slots = resources.get("max_slots"), resources.get("slots_per_trial", 1)
     if max_slots is not None and slots > max_slots:
         raise ConfigError("resources.max_slots", f"{max_slots} is fewer than slots_per_trial ({slots}): "
@@ -166,6 +167,15 @@ def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, An
     # Parse what will be stored exactly as activate will, so nothing it checks is left for later.
     _check_searcher(settings, parse_experiment_config(cfg))
     return cfg
+
+
+def check_preemption_timeout(settings: MasterSettings, cfg: dict[str, Any], pool: str) -> None:
+    """An experiment's own ``preemption_timeout`` may shorten its pool's (else the master's), never
+    lengthen it: a longer one would keep the pool's slots from the work it must make room for."""
+    own, cap = cfg.get("preemption_timeout"), settings.preemption_timeout_for(pool)
+    if isinstance(own, int) and not isinstance(own, bool) and own > cap:
+        raise ConfigError("preemption_timeout", f"{own} seconds is over the {cap:g} seconds of resource pool "
+                                                f"{pool!r}, the most an experiment may set")
 
 
 def _with_template(settings: MasterSettings, raw: dict[str, Any], template: NamedTemplate | None) -> dict[str, Any]:

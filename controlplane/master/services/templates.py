@@ -28,6 +28,7 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services.fields import Id, plain_json
 from controlplane.master.services.models import WORKSPACE_ID
 from controlplane.master.services.paging import Pagination
+from controlplane.master.settings import MasterSettings
 
 MAX_PAGE = 1000
 # No control characters and no '/': a name is also a path segment.
@@ -94,7 +95,25 @@ async def checked_config(rt: MasterRuntime, config: dict[str, Any] | None) -> di
     """The config if it is plain JSON under the experiment config caps (checked in a worker thread)."""
     if config is None:
         raise BadRequest("config: required (the template's settings, a mapping)")
-    return await anyio.to_thread.run_sync(plain_json, config, "config", rt.settings.config_limits())
+    checked = await anyio.to_thread.run_sync(plain_json, config, "config", rt.settings.config_limits())
+    _check_preemption_timeout(rt.settings, checked)
+    return checked
+
+
+def _check_preemption_timeout(settings: MasterSettings, config: dict[str, Any]) -> None:
+    """As an experiment's (``experiments.check_preemption_timeout``): at most the pool the template
+    names, else at most the longest any pool allows (its experiment's own pool is checked at create)."""
+    own = config.get("preemption_timeout")
+    if not isinstance(own, int) or isinstance(own, bool):
+        return  # not a number of seconds: the experiment's schema check names it
+    resources = config.get("resources")
+    named = resources.get("resource_pool") if isinstance(resources, dict) else None
+    pools = [named] if isinstance(named, str) and named in settings.pool_names() else settings.pool_names()
+    cap = max((settings.preemption_timeout_for(p) for p in pools), default=settings.preemption_timeout_s)
+    if own > cap:
+        where = f"resource pool {pools[0]!r}" if len(pools) == 1 else "any resource pool"
+        raise BadRequest(f"config.preemption_timeout: {own} seconds is over the {cap:g} seconds of {where}, "
+                         "the most an experiment may set")
 
 
 # ---- lookups --------------------------------------------------------------------------------

@@ -192,3 +192,36 @@ async def test_info_answers_while_a_create_is_being_validated(api, monkeypatch):
     r = await asyncio.wait_for(create, timeout=60)
     assert r.status_code == 200, r.text
     assert seen == {"thread": True, "info_first": True}
+
+
+async def test_an_experiments_preemption_timeout_may_only_shorten_its_pools(api):
+    """A user's experiment cannot keep the pool's slots longer than the admin allows work that must
+    give way: over the pool's timeout (else the master's) is a 400 at create, fork, continue and in
+    a template."""
+    import dataclasses
+
+    from controlplane.master.services.templates import checked_config
+
+    over = {**CONFIG, "preemption_timeout": 2**31 - 1}
+    r = await _create(api, over)  # the fixture's master: 600 s, its pool has none of its own
+    assert r.status_code == 400, r.text
+    assert "preemption_timeout: 2147483647 seconds is over the 600 seconds of resource pool 'default'" in r.text
+    assert (await _create(api, {**CONFIG, "preemption_timeout": 600})).status_code == 200
+    api.rt.settings.pools = [dataclasses.replace(p, preemption_timeout_s=120.0) for p in api.rt.settings.pools]
+    r = await _create(api, {**CONFIG, "preemption_timeout": 121})
+    assert r.status_code == 400 and "over the 120 seconds of resource pool 'default'" in r.text, r.text
+    single = {**CONFIG, "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}}}
+    parent = (await _create(api, {**single, "preemption_timeout": 60})).json()["experiment"]["id"]
+    r = await _create(api, {**single, "preemption_timeout": 3600}, files=[], parentId=parent)  # a fork
+    assert r.status_code == 400 and "preemption_timeout" in r.text, r.text
+    assert (await api.post(f"/api/v1/experiments/{parent}/kill")).status_code == 200
+    r = await api.post("/api/v1/experiments/continue",
+                       json={"id": parent, "overrideConfig": "preemption_timeout: 3600\n"})
+    assert r.status_code == 400 and "preemption_timeout" in r.text, r.text
+    with pytest.raises(Exception, match="config.preemption_timeout: 3600 seconds is over the 120 seconds"):
+        await checked_config(api.rt, {"preemption_timeout": 3600})
+    r = await api.post("/api/v1/templates/long", json={"name": "long", "config": {"preemption_timeout": 3600},
+                                                        "workspaceId": 0})
+    assert r.status_code == 400 and "config.preemption_timeout" in r.text, r.text
+    # stored before this rule (or moved to a stricter pool): its deadline is still the pool's
+    assert api.rt.settings.preemption_timeout_for("default", 2**31 - 1) == 120
