@@ -21,6 +21,7 @@ import yaml
 from tests.e2e.conftest import shared_local_cluster
 from tests.support.cluster import login
 from tests.support.deadline import bounded
+from tests.support.loopback_names import LoopbackNames
 from tests.support.tiny_wheel import wheel
 
 # SQLite (the default, `det deploy local`'s own): the scenario exercises processes, not SQL.
@@ -136,18 +137,20 @@ def test_notebook_start_prints_its_url_and_jupyterlab_answers_through_the_master
     assert f"Notebook {nb_id}: RUNNING" in r.stderr
     assert cluster.det("notebook", "open", nb_id).stdout == r.stdout
 
-    # The URL is the master's link to the proxy's own origin, which a one-time ticket signs in to.
-    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True) as http:
+    # The URL is the master's link to the notebook's own origin, which a one-time ticket signs in to.
+    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True, transport=LoopbackNames()) as http:
         auth = {"Authorization": f"Bearer {login(cluster.url)}"}
         status = http.get(f"/proxy/{nb_id}/api/status", headers=auth)
         assert status.status_code == 200, status.text
         proxy = httpx.URL(str(status.url))
         assert proxy.port != httpx.URL(cluster.url).port and proxy.path == f"/proxy/{nb_id}/api/status", proxy
+        assert proxy.host == f"{nb_id}.localhost", proxy  # a host of its own (the master is on loopback)
         assert status.headers["content-type"].startswith("application/json") and "started" in status.json()
         lab = http.get(f"/proxy/{nb_id}/lab", headers=auth)
         assert lab.status_code == 200 and "JupyterLab" in lab.text, lab.text[:500]
     assert httpx.get(f"{cluster.url}/proxy/{nb_id}/api/status").status_code == 401  # no sign-in, no notebook
-    assert httpx.get(str(proxy)).status_code == 401  # nor on the proxy's origin
+    with httpx.Client(transport=LoopbackNames()) as anonymous:
+        assert anonymous.get(str(proxy)).status_code == 401  # nor on the notebook's origin
 
     assert cluster.det("notebook", "kill", nb_id).stdout == f"Killed notebook {nb_id}\n"
     wait_state(cluster, "notebook", nb_id, "STATE_TERMINATED")
@@ -176,7 +179,7 @@ def test_tensorboard_start_serves_an_experiments_scalars_through_the_master(loca
     found = re.fullmatch(rf"{re.escape(cluster.url)}/proxy/([0-9a-f-]{{36}})/\n", r.stdout)
     assert found, r.stdout + r.stderr
     board = found.group(1)
-    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True) as http:
+    with httpx.Client(base_url=cluster.url, timeout=60, follow_redirects=True, transport=LoopbackNames()) as http:
         auth = {"Authorization": f"Bearer {login(cluster.url)}"}
         deadline = time.time() + 120
         while True:  # TensorBoard loads the event files on its own schedule
