@@ -107,8 +107,10 @@ def master_config(*, cluster_id: str, port: int, db_url: str, checkpoint_storage
         "cluster_name": cluster_id,
         "host": "0.0.0.0",  # reachable from the agents and, through the security group/firewall, the user
         "port": port,
-        # The task proxy (notebooks, TensorBoards): an origin of its own, next to the API's port and
-        # open to the same users (security group / firewall).
+        # The task proxy (notebooks, TensorBoards): next to the API's port and open to the same users
+        # (security group / firewall). It serves each task on a host of its own (<task>.<proxy host>);
+        # a master reached by a bare IP address has no such hosts, so notebooks answer 503 until the
+        # admin adds proxy_url with a wildcard DNS name for this address (https://*.tasks.example.com).
         "proxy_port": port + 1,
         "data_dir": DATA_DIR,
         "db": {"url": db_url},

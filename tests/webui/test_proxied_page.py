@@ -129,7 +129,7 @@ def test_a_notebooks_page_opened_by_an_admin_cannot_make_its_owner_admin(chromiu
         page.goto(f"/proxy/{TASK}/")  # what the web UI and `det notebook open` link to
         page.wait_for_function("document.title.startsWith('done')")
         outcome = page.title()
-        # The notebook's page did load, through the proxy, on the proxy's own origin.
+        # The notebook's page did load, through the proxy, on the task's own origin.
         assert "alice's notebook" in page.content()
         # 127.0.0.1 gives the task a host of its own under localhost (browsers resolve it to loopback).
         assert page.url == f"http://{TASK}.localhost:{master.proxy_port}/proxy/{TASK}/", page.url

@@ -1,17 +1,26 @@
 """``/proxy/{task_id}/...``: the master passes HTTP and WebSocket traffic to a task's web server
-(a notebook, a TensorBoard), as Determined's master does, with the user's own sign-in, from an
-origin of its own.
+(a notebook, a TensorBoard), as Determined's master does, with the user's own sign-in, each task
+on an origin of its own.
 
 Two listeners. The master's own (its API and pages) answers ``GET /proxy/{task_id}/...`` only
-with a link: for a signed-in owner or admin (the guard's usual sign-in: ``Authorization: Bearer``
-or the web UI's session cookie), a 303 to the same path on the proxy's origin carrying a
-one-time ticket (``det_proxy_ticket``, good for a minute). The proxy's listener (``proxy_port``,
-``proxy_url``: another origin, so a proxied page never runs with the master's) serves only these
-routes; it never accepts the master's session cookie. There the ticket is exchanged for a proxy
-session cookie (``det_proxy``: HttpOnly, SameSite=Strict, path ``/proxy/{task_id}/``, good for
-that task only) and the browser is sent to the same URL without it. API clients may send
-``Authorization: Bearer`` to the proxy's origin instead (browsers never send it by themselves).
-A browser that comes with neither is sent to the master's link.
+with a link: for a signed-in owner or admin, a 303 to the same path on the task's own origin
+(``task_hosts.py``: ``<label>.<proxy host>:<proxy_port>``, or ``proxy_url``'s wildcard) carrying a
+one-time ticket (``det_proxy_ticket``, good for a minute). It mints one only for a person's own
+navigation: a request signed in by ``Authorization: Bearer`` (API clients, the CLI; browsers never
+add it by themselves), or by the web UI's session cookie on a top-level navigation typed or from
+the master's own pages (Fetch Metadata: ``Sec-Fetch-Mode: navigate``, ``Sec-Fetch-Dest: document``,
+``Sec-Fetch-Site: same-origin|none``). Anything else (a task page's ``fetch``, an iframe, a
+navigation from another page, a cookie with no Fetch Metadata) gets a 403 that says why and no
+ticket; a navigation from another page gets a page with a link the person may follow themselves.
+
+The proxy's listener (``proxy_port``) serves only these routes, and a task only on its own host
+(``task_hosts.serves``; any other ``Host``, another task's included, is 421, before a ticket is
+redeemed or a cookie set), so no two tasks and never the master share an origin. It never accepts
+the master's session cookie. There the ticket is exchanged for a proxy session cookie
+(``det_proxy``: HttpOnly, SameSite=Strict, host-only on the task's host, path
+``/proxy/{task_id}/``, good for that task only) and the browser is sent to the same URL without
+it. API clients may send ``Authorization: Bearer`` instead. A browser that comes with neither is
+sent to the master's link.
 
 Who may: the task's owner or an admin (``authz.require_owner`` with ``Action.EDIT``: using a
 notebook runs code as its owner, so it is changing the task, not reading it; viewers and task
@@ -19,26 +28,30 @@ tokens never pass). Where to: ``RuntimeCore.proxy.resolve`` (``proxy_sessions.py
 tasks register. A proxy session names the user's master token, so signing out of the master (or
 the token's expiry) ends it too.
 
-HTTP, every method: a request signed in by the proxy cookie that changes state must come from a
-page of the proxy's origin (``Origin`` names its ``Host``, or ``Sec-Fetch-Site: same-origin``).
+HTTP, every method: a request signed in by the proxy cookie must not be a subresource request of
+another site's page (``Sec-Fetch-Site`` other than ``same-origin``/``none`` is allowed only for a
+top-level navigation), and one that changes state must come from a page of the task's own origin
+(``Origin`` names its ``Host``, or ``Sec-Fetch-Site: same-origin``).
 The request goes on with its method, path (the target's ``base_path`` + what follows
 ``/proxy/{task_id}``, percent-encoding untouched), query string, headers and body (at most
 64 MiB, streamed), plus the target's own ``headers`` (the task's secret: its server refuses
 anyone else); the answer comes back streamed with its status and headers, plus
 ``Content-Security-Policy: frame-ancestors 'self'`` (no page of the master, or any other origin,
 frames it). What the master never passes on: hop-by-hop headers, the caller's
-``Authorization``, the session and proxy cookies (other cookies go through), the CSRF and
-allocation-token headers, and a ``Set-Cookie`` from the task naming either cookie.
+``Authorization``, the master's cookies (``det_...``; other cookies go through), the CSRF and
+allocation-token headers, and any ``Set-Cookie`` from the task that is not a host-only cookie of
+its own host (``task_cookie_allowed``: no ``Domain``, no ``__Host-``/``__Secure-`` prefix, no
+name of the master's), so a task cannot set cookies the master or another task receives.
 A task that cannot be reached answers 502 naming the task; one that does not answer in time, 504.
 ``/proxy/{task_id}`` (no slash) redirects to ``/proxy/{task_id}/``, where relative links work.
 
-WebSocket (``ws://proxy-origin/proxy/{task_id}/...``): signed in, in order, with
-``Authorization: Bearer``, a ``token`` query parameter (for clients that cannot set headers;
-always removed from what the task sees), or the proxy cookie, which must come from a page of the
-proxy's origin (its ``Origin`` names the ``Host`` the socket was opened on). A refusal accepts and
-closes at once with 4000 + the HTTP status (4401, 4403, 4404; 4502/4504 when the task cannot be
-reached) and the message as the reason. Then frames go both ways, text as text and binary as
-binary, until either side closes; the other is closed with the same code.
+WebSocket (``ws://<task host>/proxy/{task_id}/...``): on the task's own host only, signed in, in
+order, with ``Authorization: Bearer``, a ``token`` query parameter (for clients that cannot set
+headers; always removed from what the task sees), or the proxy cookie, which must come from a page
+of the task's own origin (its ``Origin`` names the ``Host`` the socket was opened on). A refusal
+accepts and closes at once with 4000 + the HTTP status (4401, 4403, 4404, 4421; 4502/4504 when the
+task cannot be reached) and the message as the reason. Then frames go both ways, text as text and
+binary as binary, until either side closes; the other is closed with the same code.
 """
 
 from __future__ import annotations

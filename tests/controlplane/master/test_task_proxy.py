@@ -1,10 +1,12 @@
 """The master's proxy to a task's web server (``/proxy/{task_id}/...``), against real servers on
 127.0.0.1 that a test resolver names as tasks owned by the signed-in user ``determined``: the
-master's link (a one-time ticket to the proxy's own origin) and the proxy's sign-in (the ticket's
-cookie, a bearer token, never the master's session cookie); what passes through (status, body,
-headers, the path as written, plus the task's secret), what never does (the user's token, the
-session cookies), who is refused (401, 403, 404) and what a dead or silent task answers (502,
-504); WebSocket frames both ways through the proxy served by uvicorn; and the activity clock."""
+master's link (a one-time ticket to the task's own host on the proxy's listener, for a bearer token
+or a person's own navigation only) and the proxy's sign-in (the ticket's cookie, a bearer token,
+never the master's session cookie, on the task's own host only); what passes through (status,
+body, headers, the path as written, plus the task's secret), what never does (the user's token,
+the session cookies, a task's cookies beyond its host), who is refused (401, 403, 404, 421) and
+what a dead or silent task answers (502, 504); WebSocket frames both ways through the proxy served
+by uvicorn; and the activity clock."""
 
 from __future__ import annotations
 
@@ -283,7 +285,7 @@ async def test_post_put_delete_pass_through_with_their_bodies(api, proxy, tasks)
 
 async def browser_on_proxy(api, proxy, path: str) -> str:
     """What a browser signed in to the master does: follow the master's link for ``path`` to the
-    proxy's origin, which sets its cookie; the value of that cookie."""
+    task's host, which sets its cookie; the value of that cookie."""
     token = token_of(api)
     cookie = {"Authorization": "", "Cookie": f"{webui_session.COOKIE}={token}", "Accept": "text/html", **NAVIGATION}
     link = await api.get(path, headers=cookie)
@@ -313,7 +315,7 @@ async def test_the_masters_link_signs_a_browser_in_to_the_proxys_origin_once(api
                                               f"{webui_session.COOKIE}={token}"}
     r = await proxy.get(f"/proxy/{OWNED}/tree", headers=browser)
     assert r.status_code == 200, r.text
-    # A state change needs a page of the proxy's origin (Origin), as browsers send it.
+    # A state change needs a page of the task's own origin (Origin), as browsers send it.
     r = await proxy.post(f"/proxy/{OWNED}/api/sessions", json={"kernel": "python3"},
                          headers={**browser, "Origin": f"http://{host_of(OWNED)}"})
     assert r.status_code == 200, r.text
@@ -609,7 +611,7 @@ async def test_websocket_frames_go_both_ways(api, proxy, tasks):
             assert await asyncio.wait_for(ws.recv(), 10) == "via query"
         assert tasks.ws_seen[-1][0] == f"/proxy/{SOCKET}/echo?x=1"
 
-        # A browser: the task's proxy cookie, from a page of the proxy's origin.
+        # A browser: the task's proxy cookie, from a page of the task's own origin.
         session = api.rt.proxy.new_session(token, SOCKET, await me_of(api))
         cookie = {"Cookie": f"{proxy_api.PROXY_COOKIE}={session}; {webui_session.COOKIE}={token}; jupyter=1"}
         async with ws_connect(f"{base}/echo", open_timeout=10, origin=Origin(f"http://{SOCKET}.localhost:{port}"),
