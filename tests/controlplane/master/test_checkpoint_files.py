@@ -118,3 +118,28 @@ async def test_what_an_ended_experiments_tasks_left_in_staging_is_removed(api):
 
     await until(gone, "the allocation's staging directory to be removed")
     assert (host / ".staging").is_dir()  # other allocations' stay
+
+
+async def test_a_report_whose_transaction_fails_leaves_the_checkpoint_staged_for_its_retry(api, monkeypatch):
+    """The files were moved before the report's transaction; when it fails they go back, so the retry
+    (the core API retries a 503) publishes them, and nothing is left in storage without a row."""
+    from controlplane.master.errors import ApiError
+    from controlplane.master.services import checkpoints
+
+    class Unavailable(ApiError):
+        status = 503
+
+    start, host = await _running(api)
+    ckpt = str(uuid.uuid4())
+    staged = _stage(host, start.allocation_id, ckpt)
+    real = checkpoints._store_report
+
+    async def outage(*args, **kwargs):
+        raise Unavailable("database unavailable: connection refused")
+
+    monkeypatch.setattr(checkpoints, "_store_report", outage)
+    assert (await _report(api, start, ckpt)).status_code == 503
+    assert staged.is_dir() and not (host / ckpt).exists()
+    monkeypatch.setattr(checkpoints, "_store_report", real)
+    assert (await _report(api, start, ckpt)).status_code == 200
+    assert not staged.exists() and (host / ckpt / "state.pt").read_bytes() == b"trained weights"

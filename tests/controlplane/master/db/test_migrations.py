@@ -184,3 +184,26 @@ async def test_0017_backfills_summaries_and_moves_code(db_url):
                                              "sum": "Infinity", "mean": "Infinity", "last": "Infinity"}
     assert summary["avg_metrics"]["phase"] == {"type": "string", "last": None}  # not in the newest (steps 4)
     assert summary["avg_metrics"]["none"] == {"type": "null", "last": None}
+
+
+async def test_0022_counts_every_earlier_checkpoint_as_owning_its_files(db_url):
+    """Every checkpoint before 0022 was published by the master (or uploaded by its trial): download,
+    GC and `det checkpoint rm` keep acting on its files."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from controlplane.master.db.migrate import alembic_config
+
+    engine = make_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0021"))
+            await conn.execute(text(
+                "INSERT INTO checkpoints (uuid, task_id, allocation_id, state, steps_completed, metadata, resources, "
+                "size, storage, report_time, delete_reason, delete_error, delete_attempts) VALUES ('ck-old', 't', "
+                "'a', 'STATE_COMPLETED', 1, '{}', '{}', 0, '{}', CURRENT_TIMESTAMP, '', '', 0)"))
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0022"))
+            rows = (await conn.execute(text("SELECT uuid, owns_files FROM checkpoints"))).all()
+    finally:
+        await engine.dispose()
+    assert [(u, bool(o)) for u, o in rows] == [("ck-old", True)]
