@@ -1,7 +1,9 @@
 """Browser sessions: the user token in a cookie, and the CSRF token that goes with it.
 
-The cookie is HttpOnly (no script reads the token) and SameSite=Strict (no other site's page
-sends it). Any request authenticated by the cookie that changes state must also carry
+The cookie (``det_session``; ``__Host-det_session`` on https, which no other host can set) is
+HttpOnly (no script reads the token) and SameSite=Strict (no other site's page sends it; a task's
+host may be the same site, so the master also copes with cookies of its name tossed in beside
+its own: ``cookie_values``). Any request authenticated by the cookie that changes state must also carry
 ``X-CSRF-Token`` (htmx and ``app.js`` add it) or a ``csrf`` form field: a value derived from the
 token that a page of another origin cannot know. API clients send ``Authorization: Bearer`` and
 are not affected.
@@ -18,17 +20,28 @@ from litestar.datastructures import Cookie
 from controlplane.master.http_types import AnyConnection
 
 COOKIE = "det_session"
+# Its name on https: a __Host- cookie is Secure, Path=/ and host-only, so no page of another host
+# (a task's, on the same site) can set one of that name for the master, and a det_session it
+# tosses in is not even read.
+SECURE_COOKIE = "__Host-det_session"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOGIN_PATH = "/login"
 
 
+def cookie_name(connection: AnyConnection) -> str:
+    """The session cookie's name for this request: ``SECURE_COOKIE`` on https, else ``COOKIE``."""
+    return SECURE_COOKIE if connection.url.scheme == "https" else COOKIE
+
+
 def session_cookie(token: str, *, secure: bool) -> Cookie:
-    return Cookie(key=COOKIE, value=token, path="/", httponly=True, samesite="strict", secure=secure)
+    return Cookie(key=SECURE_COOKIE if secure else COOKIE, value=token, path="/", httponly=True, samesite="strict",
+                  secure=secure)
 
 
-def expired_cookie() -> Cookie:
-    return Cookie(key=COOKIE, value="", path="/", httponly=True, samesite="strict", max_age=0)
+def expired_cookie(*, secure: bool = False) -> Cookie:
+    return Cookie(key=SECURE_COOKIE if secure else COOKIE, value="", path="/", httponly=True, samesite="strict",
+                  secure=secure, max_age=0)
 
 
 def csrf_token(session_token: str) -> str:
@@ -63,7 +76,7 @@ def cookie_token(connection: AnyConnection) -> str | None:
     signed_in = getattr(connection.state, SIGNED_IN_STATE, None)
     if isinstance(signed_in, str):
         return signed_in
-    values = cookie_values(connection, COOKIE)
+    values = cookie_tokens(connection)
     return values[0] if len(values) == 1 else None
 
 
@@ -101,5 +114,5 @@ def safe_next(target: str | None) -> str:
 
 
 def cookie_tokens(connection: AnyConnection) -> list[str]:
-    """Every session-cookie value the request carries (``cookie_values``)."""
-    return cookie_values(connection, COOKIE)
+    """Every session-cookie value the request carries (``cookie_values``), under this scheme's name."""
+    return cookie_values(connection, cookie_name(connection))

@@ -161,3 +161,23 @@ async def test_static_assets_are_served_by_the_master(api):
         assert r.status_code == 200 and len(r.content) > 100, path
     page = await api.get("/login")
     assert "http://" not in page.text and "https://" not in page.text  # nothing from another host
+
+
+async def test_on_https_the_session_cookie_is_a_host_cookie_a_tossed_one_cannot_touch(api):
+    """On https the session cookie is ``__Host-det_session`` (Secure, Path=/, host-only: no other
+    host of the site can set one); a ``det_session`` a task's page tosses in is not read at all."""
+    async with httpx.AsyncClient(transport=api._transport, base_url="https://master") as browser:
+        r = await browser.post("/login", data={"username": "determined", "password": "", "next": "/"})
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith(f"{web_session.SECURE_COOKIE}=") and "Secure" in cookie and "Path=/" in cookie, cookie
+        mine = browser.cookies[web_session.SECURE_COOKIE]
+        async with _sign_in(api, "admin") as (other, _):
+            someone_elses = other.cookies[web_session.COOKIE]
+        tossed = {"cookie": f"{web_session.COOKIE}={someone_elses}; {web_session.SECURE_COOKIE}={mine}"}
+        got = await browser.get("/api/v1/me", headers=tossed)
+        assert got.status_code == 200 and got.json()["user"]["username"] == "determined", got.text
+        only_tossed = await browser.get("/api/v1/me", headers={"cookie": f"{web_session.COOKIE}={someone_elses}"})
+        assert only_tossed.status_code == 401, only_tossed.text
+        out = await browser.post("/logout", data={}, headers={"Origin": "https://master"})
+        expired = out.headers["set-cookie"]
+        assert expired.startswith(f"{web_session.SECURE_COOKIE}=") and "Max-Age=0" in expired, expired

@@ -108,7 +108,8 @@ async def logout(request: AnyRequest,
     if (why := cross_site(request)) is not None:
         return _refused("sign-out", why)  # the session and its cookie are left as they were
     await _end_cookie_sessions(request)
-    return Redirect(web_session.LOGIN_PATH, status_code=303, cookies=[web_session.expired_cookie()])
+    expired = web_session.expired_cookie(secure=request.url.scheme == "https")
+    return Redirect(web_session.LOGIN_PATH, status_code=303, cookies=[expired])
 
 
 @get("/", opt=opt(Action.PUBLIC), include_in_schema=False)
