@@ -119,8 +119,10 @@ def processes_mentioning(text: str) -> list[int]:
 
 class LocalCluster:
     def __init__(self, data_dir: Path, port: int, db_url: str, agents: int, slots: int,
-                 environments: dict[str, Path] | None = None) -> None:
-        """``environments``: task environments (name -> venv dir or interpreter) every agent offers."""
+                 environments: dict[str, Path] | None = None, storage_choices: list[dict] | None = None) -> None:
+        """``environments``: task environments (name -> venv dir or interpreter) every agent offers;
+        ``storage_choices``: checkpoint storage places the admin offers besides the cluster's default
+        and ``scratch`` (a second shared_fs, at ``self.scratch``), which every test cluster has."""
         self.data_dir, self.port, self.agents, self.slots = data_dir, port, agents, slots
         self.environments = dict(environments or {})
         self.url = f"http://127.0.0.1:{port}"
@@ -129,7 +131,10 @@ class LocalCluster:
         # The preemption timeout is the master's default, Determined's hour: a preempted trial
         # checkpoints at its next boundary (100 batches in the spirals example), which on a loaded
         # machine can take minutes.
-        self.master_config.write_text(yaml.safe_dump({"db": {"url": db_url}, "agent_reconnect_wait": "4s"}))
+        self.scratch = data_dir.parent / f"{data_dir.name}-scratch"
+        choices = [{"name": "scratch", "type": "shared_fs", "host_path": str(self.scratch)}, *(storage_choices or [])]
+        self.master_config.write_text(yaml.safe_dump({"db": {"url": db_url}, "agent_reconnect_wait": "4s",
+                                                      "checkpoint_storage_choices": choices}))
 
     def up(self, base_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         """``base_env``: the environment the master and agents start with (default: this process's)."""
@@ -167,8 +172,9 @@ def stop_cluster(c: LocalCluster) -> None:
 def local_cluster(db_url, tmp_path):
     clusters: list[LocalCluster] = []
 
-    def make(agents: int = 2, slots: int = 2, environments: dict[str, Path] | None = None) -> LocalCluster:
-        c = LocalCluster(tmp_path / "cluster", free_port(), db_url, agents, slots, environments)
+    def make(agents: int = 2, slots: int = 2, environments: dict[str, Path] | None = None,
+             storage_choices: list[dict] | None = None) -> LocalCluster:
+        c = LocalCluster(tmp_path / "cluster", free_port(), db_url, agents, slots, environments, storage_choices)
         clusters.append(c)
         c.up()
         return c

@@ -55,7 +55,7 @@ def local_files(root: Path) -> dict[str, bytes]:
 def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads_match(
         kind, request, local_cluster, tmp_path):
     bucket = request.getfixturevalue(f"{kind}_bucket")  # gcs: STORAGE_EMULATOR_HOST reaches the cluster
-    cluster = local_cluster(agents=1, slots=1)
+    cluster = local_cluster(agents=1, slots=1, storage_choices=[{"name": "bucket", **bucket.config}])
     config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
     config["searcher"]["max_length"] = {"batches": BATCHES}
     config["checkpoint_storage"] = {**bucket.config, "prefix": PREFIX, "save_experiment_best": 0,
@@ -133,3 +133,44 @@ def test_cloud_checkpoints_survive_a_kill_then_gc_keeps_the_policy_and_downloads
     assert gone.returncode != 0 and "deleted" in gone.stderr
     cluster.det("checkpoint", "rm", latest)
     assert bucket_uuids(bucket) == kept - {latest}  # (the latest may also be the best)
+
+
+def test_an_admin_added_storage_choice_checkpoints_downloads_and_warm_starts(local_cluster, tmp_path):
+    """The cluster's master.yaml offers a second shared_fs (``scratch``, every test cluster's); an
+    experiment picks it by name with a sub-path of its own: its trial's checkpoints land there (not in
+    the default), read-only, `det checkpoint download` returns them, and a warm start from one runs."""
+    cluster = local_cluster(agents=1, slots=1)
+    storage = {"name": "scratch", "storage_path": "e2e/runs"}
+    config = yaml.safe_load((EXAMPLE / "const.yaml").read_text())
+    config["checkpoint_storage"] = storage
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(config))
+    exp_id = json.loads(cluster.det("experiment", "create", str(tmp_path / "exp.yaml"), str(EXAMPLE),
+                                    "--json").stdout)["id"]
+    cluster.det("experiment", "wait", str(exp_id), timeout=300)
+    described = json.loads(cluster.det("experiment", "describe", str(exp_id), "--json").stdout)
+    assert described["experiment"]["state"] == "STATE_COMPLETED"
+    stored = described["experiment"]["config"]["checkpoint_storage"]
+    assert (stored["host_path"], stored["storage_path"]) == (str(cluster.scratch), "e2e/runs")
+    listed = json.loads(cluster.det("experiment", "list-checkpoints", str(exp_id), "--json").stdout)
+    latest = max((c for c in listed if c["state"] == "STATE_COMPLETED"), key=lambda c: c["metadata"]["steps_completed"])
+    uuid = latest["uuid"]
+    published = cluster.scratch / "e2e" / "runs" / uuid
+    assert (published / "state.pt").is_file() and not (published.stat().st_mode & 0o222)  # read-only
+    assert not (cluster.data_dir / "checkpoints" / uuid).exists()
+    for mode in ("auto", "master"):
+        out = tmp_path / f"download-{mode}"
+        assert "Downloaded checkpoint" in cluster.det("checkpoint", "download", uuid, "-o", str(out),
+                                                      "--mode", mode).stdout
+        assert local_files(out) == local_files(published)
+
+    warm = {**config, "name": "warm", "searcher": {**config["searcher"], "source_checkpoint_uuid": uuid,
+                                                   "max_length": {"batches": latest["metadata"]["steps_completed"]
+                                                                  + 100}}}
+    (tmp_path / "warm.yaml").write_text(yaml.safe_dump(warm))
+    warm_id = json.loads(cluster.det("experiment", "create", str(tmp_path / "warm.yaml"), str(EXAMPLE),
+                                     "--json").stdout)["id"]
+    cluster.det("experiment", "wait", str(warm_id), timeout=300)
+    trial = json.loads(cluster.det("experiment", "describe", str(warm_id), "--json").stdout)["trials"][0]
+    assert trial["state"] == "STATE_COMPLETED" and trial["warmStartCheckpointUuid"] == uuid, trial
+    logs = cluster.det("trial", "logs", str(trial["id"])).stdout
+    assert f"resumed from checkpoint {uuid}" in logs, logs[-2000:]

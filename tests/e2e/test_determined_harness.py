@@ -171,7 +171,8 @@ def test_the_harness_checkpoints_to_cloud_storage(kind, request, local_cluster, 
     """Stage 2 with its checkpoints in a bucket (moto's S3, the GCS emulator): Determined's own
     storage managers write them, the master lists and downloads them and GC deletes the rest."""
     bucket = request.getfixturevalue(f"{kind}_bucket")  # gcs: STORAGE_EMULATOR_HOST reaches the tasks
-    cluster = local_cluster(agents=1, slots=1, environments={ENVIRONMENT_NAME: determined_venv})
+    cluster = local_cluster(agents=1, slots=1, environments={ENVIRONMENT_NAME: determined_venv},
+                            storage_choices=[{"name": "bucket", **bucket.config}])  # the admin's bucket
     storage = {**bucket.config, "prefix": "tut", "save_experiment_best": 0, "save_trial_best": 0,
                "save_trial_latest": 1}
     exp_id = submit(cluster, tmp_path, "2_checkpoints", checkpoint_storage=storage)

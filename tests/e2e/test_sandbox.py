@@ -52,7 +52,7 @@ with core.init() as ctx:
 
 def test_trial_is_sandboxed_and_its_shared_fs_checkpoint_downloads(local_cluster, tmp_path):
     cluster = local_cluster(agents=1, slots=1)
-    host_path = tmp_path / "shared"
+    host_path = cluster.scratch  # the admin's second shared_fs
     context = tmp_path / "ctx"
     context.mkdir()
     (context / "train.py").write_text(TRAIN_PY)
