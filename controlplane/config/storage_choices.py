@@ -28,6 +28,7 @@ ones about the place list the choices (name, type, location).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -208,19 +209,22 @@ def resolve(raw: Any, choices: list[StorageChoice]) -> Any:
 def _choice_of(given: dict[str, Any], choices: list[StorageChoice]) -> tuple[StorageChoice | None, list[ConfigError]]:
     """The choice the block names (by ``name``, else by type and location) and the problems found so far."""
     if "name" in given:
-        name = given["name"]
+        name = given["name"]  # any value: compared, never hashed
         found = next((c for c in choices if c.name == name), None)
         if found is None:
             return None, [ConfigError("checkpoint_storage.name", f"no storage choice named {name!r}; "
                                                                  f"{listing(choices)}")]
         errors = []
-        for key in ("type", LOCATION[found.kind]):
-            if key in given and given[key] != found.storage.get(key):
-                errors.append(ConfigError(f"checkpoint_storage.{key}", f"{given[key]!r} is not what storage "
-                                                                       f"choice {found.describe()} sets"))
+        if "type" in given and given["type"] != found.kind:
+            errors.append(ConfigError("checkpoint_storage.type", f"{given['type']!r} is not what storage "
+                                                                 f"choice {found.describe()} sets"))
+        key = LOCATION[found.kind]
+        if key in given and not _same_place(found.kind, found.location, given[key]):
+            errors.append(ConfigError(f"checkpoint_storage.{key}", f"{given[key]!r} is not what storage "
+                                                                   f"choice {found.describe()} sets"))
         return found, errors
     kind = given.get("type")
-    if kind not in LOCATION:
+    if not isinstance(kind, str) or kind not in LOCATION:
         return None, [ConfigError("checkpoint_storage.type", f"must be one of {', '.join(LOCATION)}, got {kind!r}; "
                                                              f"{listing(choices)}")]
     of_kind = [c for c in choices if c.kind == kind]
@@ -228,7 +232,7 @@ def _choice_of(given: dict[str, Any], choices: list[StorageChoice]) -> tuple[Sto
         return None, [ConfigError("checkpoint_storage.type", f"the cluster offers no {kind} storage; "
                                                              f"{listing(choices)}")]
     key = LOCATION[kind]
-    at = [c for c in of_kind if c.location == given.get(key)]
+    at = [c for c in of_kind if _same_place(kind, c.location, given.get(key))]
     if not at:
         return None, [ConfigError(f"checkpoint_storage.{key}", f"{given.get(key)!r} is not one of the admin's "
                                                                f"storage places; {listing(choices)}")]
@@ -236,6 +240,13 @@ def _choice_of(given: dict[str, Any], choices: list[StorageChoice]) -> tuple[Sto
     sub = "/".join(_parts(given.get(SUB_PATH.get(kind, ""))))
     holding = [c for c in at if not c.sub_path or sub == c.sub_path or sub.startswith(c.sub_path + "/")]
     return max(holding or at, key=lambda c: len(c.sub_path)), []
+
+
+def _same_place(kind: str, location: str, given: Any) -> bool:
+    """A path compares as a path (``/srv/ckpts/`` is ``/srv/ckpts``), a bucket as its name."""
+    if kind in ("shared_fs", "directory") and isinstance(given, str):
+        return posixpath.normpath(given) == posixpath.normpath(location)
+    return bool(given == location)
 
 
 def _sub_path(value: Any, choice: StorageChoice) -> tuple[str | None, str]:

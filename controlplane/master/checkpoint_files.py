@@ -61,8 +61,11 @@ def shared_fs_places(storage: dict[str, Any], allocation_id: str, ckpt_uuid: str
     sub = storage_subdir(storage.get("storage_path"))
     if sub is None:
         return None
-    if allocation_id:
-        check_uuid(allocation_id)
+    try:
+        if allocation_id:
+            check_uuid(allocation_id)
+    except ValueError:
+        raise BadRequest(f"allocationId: {allocation_id[:80]!r} is not an allocation id") from None
     return Places(Path(str(storage["host_path"])), sub, allocation_id, check_uuid(ckpt_uuid))
 
 
