@@ -67,7 +67,7 @@ async def seed(api) -> Seeded:
     assert isinstance(notebook, wire.StartTask), notebook
     await agent.start(notebook)
     ckpt = str(uuid.uuid4())
-    files = api.rt.settings.data_dir / "checkpoints" / ".staging" / trial.allocation_id / ckpt  # the report publishes it
+    files = api.rt.settings.data_dir / "checkpoints" / ".staging" / trial.allocation_id / ckpt  # published on report
     files.mkdir(parents=True)
     (files / "state.pt").write_bytes(b"weights")
     r = await api.post("/api/v1/checkpoints", headers=task_headers(trial.session_token), json={
