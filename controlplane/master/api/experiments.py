@@ -40,6 +40,7 @@ from controlplane.master.api.serializers import (
     pagination,
     trial_json,
 )
+from controlplane.master.api.typed_body import TypedBody
 from controlplane.master.authz import Action, opt
 from controlplane.master.db.models import Experiment, Trial
 from controlplane.master.errors import BadRequest
@@ -124,7 +125,8 @@ def _trial_answer(trial: Trial, exp: Experiment, best: dict[int, reads.Validatio
 
 
 @post("/api/v1/experiments", operation_id="CreateExperiment", opt=opt(Action.CREATE), tags=["experiments"],
-      status_code=200, request_max_body_size=200 * 1024 * 1024)  # a context of up to 95 MiB, base64-encoded
+      status_code=200, request_max_body_size=200 * 1024 * 1024,  # a context of up to 95 MiB, base64-encoded
+      dto=TypedBody[CreateExperimentRequest], return_dto=None)  # one msgspec pass; `config` kept as JSON
 async def create(request: AnyRequest, data: CreateExperimentRequest) -> CreateExperimentResponse:
     """``warnings`` is Determined's list of v1LaunchWarning values, which its client maps to fixed
     texts (an unknown value breaks it), so what this master has to say goes in ``warningMessages``."""

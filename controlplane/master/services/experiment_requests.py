@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from controlplane.master.errors import BadRequest
 from controlplane.master.services.fields import Id, Labels, Name, Text
 
 MAX_WEIGHT = 1e6
@@ -27,10 +28,18 @@ class V1File(msgspec.Struct, rename="camel", kw_only=True):
     gid: Id = 0
 
 
-class CreateExperimentRequest(msgspec.Struct, rename="camel", kw_only=True):
-    """Determined's ``v1CreateExperimentRequest``: ``config`` is the YAML text (or an object)."""
+# A config's JSON larger than this many times ``max_config_bytes`` is refused unread (pretty-printed
+# JSON and a YAML text's escapes take more room than the config itself; none takes this much).
+CONFIG_JSON_FACTOR = 8
 
-    config: str | dict[str, Any]
+
+class CreateExperimentRequest(msgspec.Struct, rename="camel", kw_only=True):
+    """Determined's ``v1CreateExperimentRequest``: ``config`` is the YAML text (or an object), kept
+    as its JSON text when the body is decoded (``api.typed_body``: one scan, no Python objects) and
+    read by ``config_value`` in a worker thread, so a huge one never holds the event loop."""
+
+    config: Annotated[msgspec.Raw, msgspec.Meta(
+        description="the experiment configuration: its YAML text, or a JSON object")]
     model_definition: list[V1File] = []
     activate: bool | None = None
     validate_only: bool = False
@@ -39,6 +48,18 @@ class CreateExperimentRequest(msgspec.Struct, rename="camel", kw_only=True):
     template: Name | None = None
     template_name: Name | None = None
     unmanaged: bool | None = None
+
+
+def config_value(raw: msgspec.Raw, max_config_bytes: int) -> Any:
+    """A create request's ``config`` (the YAML text, or a JSON object), its size checked before
+    a byte of it becomes a Python object."""
+    if len(raw) > CONFIG_JSON_FACTOR * max_config_bytes:
+        raise BadRequest(f"config: {len(raw)} bytes of JSON, over the limit (the config itself may hold "
+                         f"{max_config_bytes} bytes)")
+    value = msgspec.json.decode(raw)
+    if not isinstance(value, (str, dict)):
+        raise BadRequest(f"config: must be the YAML text or a JSON object, got {type(value).__name__}")
+    return value
 
 
 class PatchResources(msgspec.Struct, rename="camel", kw_only=True):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 import yaml
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,6 +39,7 @@ from controlplane.master.runtime import MasterRuntime
 from controlplane.master.services import checkpoints, experiment_fork, templates, workspaces
 from controlplane.master.services.context import build_archive
 from controlplane.master.services.environments import check_environment
+from controlplane.master.services.experiment_requests import config_value
 from controlplane.master.services.launcher_checks import launcher_warnings
 from controlplane.master.settings import MasterSettings
 from controlplane.searchers.asha import AshaSearcher
@@ -245,6 +247,8 @@ async def create_experiment(rt: MasterRuntime, user: AuthedUser, body: Any) -> C
     name = _template_name(body)
     template = NamedTemplate(name, await templates.config_for_experiment(rt, name)) if name else None
     raw_config, model_definition = body_field(body, "config"), body_field(body, "modelDefinition", [])
+    if isinstance(raw_config, msgspec.Raw):  # the API's body: decoded here, off the event loop
+        raw_config = await anyio.to_thread.run_sync(config_value, raw_config, rt.settings.max_config_bytes)
     parent = None
     if body_field(body, "parentId") is not None and not model_definition:  # a fork: the parent's code
         parent = await experiment_fork.parent_of(rt, user, body_field(body, "parentId"))

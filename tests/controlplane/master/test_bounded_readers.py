@@ -135,6 +135,22 @@ async def test_sixty_thousand_hyperparameters_are_refused_naming_the_field_and_t
     assert "hyperparameters: more than 1000 hyperparameters, over the limit of 1000" in r.json()["message"]
 
 
+async def test_a_huge_json_config_is_refused_by_its_size_before_it_is_decoded(api):
+    """An 80 MB JSON `config` held the event loop 2.5 s being decoded; its JSON text is measured first."""
+    import msgspec
+
+    from controlplane.master.errors import BadRequest
+    from controlplane.master.services.experiment_requests import config_value
+
+    with pytest.raises(BadRequest, match="config: 8388609 bytes of JSON, over the limit"):
+        config_value(msgspec.Raw(b"[" * (8 * 1024 * 1024 + 1)), 1024 * 1024)  # not JSON: never decoded
+    big = {"config": {f"k{i}": i for i in range(1_000_000)}, "modelDefinition": []}
+    r = await api.post("/api/v1/experiments", json=big)
+    assert r.status_code == 400 and "bytes of JSON, over the limit" in r.json()["message"], r.text
+    r = await api.post("/api/v1/experiments", json={"config": 5, "modelDefinition": []})
+    assert r.status_code == 400 and "config: must be the YAML text or a JSON object" in r.json()["message"], r.text
+
+
 async def test_the_experiment_list_leaves_the_submitted_yaml_to_the_experiment_itself(api):
     exp_id = await create_experiment(api, {**CONFIG, "description": "x" * 50_000})
     row = (await api.get("/api/v1/experiments", params={"limit": 10})).json()["experiments"][0]
