@@ -96,3 +96,11 @@ def test_a_json_config_is_counted_before_it_is_walked():
     assert e.value.path == "hyperparameters" and "over the limit of 1000" in str(e.value)
     with pytest.raises(ConfigError, match="more than 1000 values and keys"):
         check_plain({"data": list(range(5000))}, Limits(max_nodes=1000))
+
+
+def test_an_aliased_group_counts_all_its_hyperparameters():
+    group = "{" + ", ".join(f"h{i}: 1" for i in range(600)) + "}"
+    text = BASE + f"data: &grp {group}\nhyperparameters:\n  a: *grp\n"
+    assert hyperparameter_count(load_yaml(text, limits=LIMITS)["hyperparameters"]) == 600
+    with pytest.raises(ConfigError, match="over the limit of 1000"):
+        load_yaml(text + "  b: *grp\n", limits=LIMITS)
