@@ -21,17 +21,18 @@ is the attacker's one walk over all of them.)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import socket
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import requests
 import yaml
@@ -159,21 +160,29 @@ print("REPORT " + json.dumps(report), flush=True)
 
 def host_addresses() -> list[str]:
     """Loopback and every IPv4 address of this host's interfaces."""
-    found = {"127.0.0.1"}
-    for addrs in psutil.net_if_addrs().values():
-        found.update(a.address for a in addrs if a.family == socket.AF_INET)
-    return sorted(found)
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    return sorted({"127.0.0.1"} | {line.split()[3].split("/")[0] for line in out.splitlines()})
 
 
-def listening_ports() -> set[int]:
-    """Every TCP port something listens on here (IPv4 or IPv6)."""
-    ports: set[int] = set()
+def listening() -> dict[int, int]:
+    """Every TCP socket listening here (IPv4 or IPv6): its inode -> its port."""
+    found: dict[int, int] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A":  # LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+                found[int(fields[9])] = int(fields[1].rsplit(":", 1)[1], 16)
+    return found
+
+
+def ports_of(pid: int, sockets: dict[int, int]) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    return {port for inode, port in sockets.items() if inode in inodes}
 
 
 def trial_lines(url: str, token: str, trial_id: int) -> list[str]:
@@ -231,10 +240,10 @@ def test_a_task_walking_every_path_and_port_reaches_only_the_master_and_itself(c
     [alice_work_file] = files_named(data_dir / "agents", "alice-secret.txt")
     [alice_staged_file] = files_named(host_path, "alice-secret.txt")
     master_pid = int(cluster.pids()["master"])
-    master_ports = sorted(c.laddr.port for c in psutil.Process(master_pid).net_connections("tcp")
-                          if c.status == psutil.CONN_LISTEN)
-    ports = sorted(listening_ports() | {alice["port"], served["hostPort"]})
-    assert cluster.port in ports and len(master_ports) >= 2, (master_ports, ports)  # the API and the proxy
+    sockets = listening()
+    master_ports = ports_of(master_pid, sockets)
+    ports = sorted(set(sockets.values()) | {alice["port"], served["hostPort"]})
+    assert cluster.port in master_ports and len(master_ports) >= 2, master_ports  # the API and the proxy
 
     alice_dir, alice_staging = alice_work_file.parent, alice_staged_file.parent
     walls = [str(data_dir), str(data_dir / "agents"), str(alice_dir), str(alice_dir.parent), str(host_path),
