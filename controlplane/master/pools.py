@@ -6,8 +6,9 @@ cluster-wide default scheduler under `resource_manager.scheduler` and the defaul
 `resource_manager.default_compute_resource_pool` / `default_aux_resource_pool` (or the
 top-level `default_compute_pool` / `default_aux_pool`). A pool's
 `task_container_defaults.preemption_timeout` (Determined's: seconds) is how long its trials get to
-checkpoint and exit once asked; an experiment's own `preemption_timeout` wins over it, and it wins
-over the master's.
+checkpoint and exit once asked; an experiment's own `preemption_timeout` wins over it if shorter
+(a longer one is refused at create: a user may not hold a pool's slots longer than its admin
+allows), and it wins over the master's.
 """
 
 from __future__ import annotations
