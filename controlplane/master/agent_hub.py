@@ -27,6 +27,9 @@ class AgentConnection:
     registered_at: float = field(default_factory=time.monotonic)
     # Allocations the agent said it still ran when it (re)registered.
     running_at_register: frozenset[str] = frozenset()
+    # The allocations placed on it before this registration were checked for ones it forgot
+    # (orchestration/orphans.py): once per connection, not at every tick.
+    orphans_checked: bool = False
     address: str = "127.0.0.1"  # where other ranks of a gang reach this agent
     overlay_port: int = 0  # Register.overlay_port: 0 when its tasks run on its host's network
     # Task environments it offers (Register.environments): what environment.image may name.

@@ -7,6 +7,8 @@ failed rank gets the others killed: a gang lives and dies together).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from controlplane.master.db.models import Allocation
@@ -41,10 +43,15 @@ class Rank(msgspec.Struct):
 
 
 def resources_of(alloc: Allocation) -> list[Rank]:
-    if alloc.resources:
-        return msgspec.convert(alloc.resources, list[Rank])
-    if alloc.agent_id:  # an allocation placed before gangs existed
-        return [Rank(agent_id=alloc.agent_id, slot_ids=list(alloc.slot_ids or []))]
+    return ranks_in(alloc.resources, alloc.agent_id, alloc.slot_ids)
+
+
+def ranks_in(resources: list[Any] | None, agent_id: str | None, slot_ids: list[Any] | None) -> list[Rank]:
+    """``resources_of`` from the columns alone, for a query that reads them rather than whole rows."""
+    if resources:
+        return msgspec.convert(resources, list[Rank])
+    if agent_id:  # an allocation placed before gangs existed
+        return [Rank(agent_id=agent_id, slot_ids=list(slot_ids or []))]
     return []
 
 

@@ -27,6 +27,7 @@ from controlplane.master.db.models import Agent, Allocation, Experiment, TaskLog
 from controlplane.master.orchestration import (
     gang,
     lifecycle,
+    orphans,
     pai_jobs,
     progress,
     rendezvous,
@@ -53,9 +54,6 @@ TICK_S = 0.5
 # After a master restart, agents may be in their longest reconnect backoff (the agent caps it
 # at 10 s): their reconnect window starts this much later.
 RESTART_GRACE_S = 10.0
-# An agent that re-registers without an allocation it was running gets this long to deliver
-# the allocation's buffered exit before the allocation is declared lost.
-ORPHAN_GRACE_S = 5.0
 # While the database is unavailable the tick is retried with a growing wait, at most this.
 OUTAGE_BACKOFF_MAX_S = 5.0
 # A task killed for ignoring its preemption that is still running this much later is killed again.
@@ -83,6 +81,7 @@ class Orchestrator:
         self._outgoing: list[tuple[str, wire.MasterMessage]] = []
         self._wakeups: list[object] = []  # notifier keys, woken once the transaction has committed
         self._logged: list[int] = []  # trials the transaction wrote log lines of (their followers read them)
+        self._committed: list[Callable[[], None]] = []  # bookkeeping true only once the transaction commits
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
         self.waiting = WaitingReasons()  # why each pending request waits, as the last pass saw it
 
@@ -127,17 +126,25 @@ class Orchestrator:
         # that has already happened: a trial would miss its preemption for a whole poll (60 s).
         self._wakeups.append(key)
 
+    def after_commit(self, step: Callable[[], None]) -> None:
+        """Memory that must follow the database (a connection's orphans checked): changed only if
+        the transaction commits, so a rolled-back tick leaves it to be done again."""
+        self._committed.append(step)
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """The lock and one write transaction; what it queued for agents, long-polls and log
-        followers goes out only once it has committed. ``async with`` on the lock: a cancellation
-        anywhere inside (waiting for the database's write turn included) releases it."""
+        followers goes out, and its ``after_commit`` steps run, only once it has committed.
+        ``async with`` on the lock: a cancellation anywhere inside (waiting for the database's write
+        turn included) releases it."""
         async with self.lock:
-            self._outgoing, self._wakeups, self._logged = [], [], []
+            self._outgoing, self._wakeups, self._logged, self._committed = [], [], [], []
             try:
                 async with self.rt.sessions.begin() as session:
                     yield session
                 self.rt.db_health.succeeded()  # committed: the database is back if it was gone
+                for step in self._committed:
+                    step()
                 for agent_id, msg in self._outgoing:
                     self.rt.hub.send(agent_id, msg)
                 for key in self._wakeups:
@@ -146,7 +153,7 @@ class Orchestrator:
                     self.rt.streams.logged(trial_id)
                     self.rt.notifier.notify(("trial-logs", trial_id))
             finally:
-                self._outgoing, self._wakeups, self._logged = [], [], []
+                self._outgoing, self._wakeups, self._logged, self._committed = [], [], [], []
 
     # ---- experiments ------------------------------------------------------------------------
 
@@ -556,8 +563,9 @@ class Orchestrator:
 
     async def _reap_lost_agents(self, session: AsyncSession) -> None:
         wait = self.rt.settings.agent_reconnect_wait_s
-        exiting = self.rt.hub.pending_exits()  # their exits wait in an inbox: they ended, not lost
-        for agent_id in self.rt.hub.lost(wait):
+        lost = self.rt.hub.lost(wait)
+        exiting = self.rt.hub.pending_exits() if lost else set()  # their exits wait in an inbox: they ended
+        for agent_id in lost:
             del self.rt.hub.away_since[agent_id]
             allocs = [a for a in await self._live_allocations_on(session, agent_id) if a.id not in exiting]
             if allocs:
@@ -567,22 +575,26 @@ class Orchestrator:
                 await self._allocation_lost(session, alloc, f"agent {agent_id} lost")
 
     async def _reap_orphans(self, session: AsyncSession) -> None:
-        """Allocations an agent should run but did not list when it re-registered."""
+        """Allocations an agent should run but did not list when it re-registered (orphans.py):
+        each registration is checked once, the agents due read in one query."""
         # Both clocks read together: a wall time taken later (after the awaits below, which wait
         # for the database under load) would move the registration later and make work assigned
         # just after it look like work the agent forgot.
         now, wall_now = time.monotonic(), utcnow()
+        due = orphans.due(self.rt.hub.connections.values(), now)
+        if not due:
+            return
         exiting = self.rt.hub.pending_exits()  # reported exits the database has not taken yet
-        for conn in list(self.rt.hub.connections.values()):
-            if now - conn.registered_at < ORPHAN_GRACE_S:
-                continue
+        ranks = await orphans.live_ranks(session, {c.agent_id for c in due})
+        for conn in due:
             registered_wall = wall_now - timedelta(seconds=now - conn.registered_at)
-            for alloc in await self._live_allocations_on(session, conn.agent_id):
-                assigned = aware(alloc.assigned_at)
-                mine = next(r for r in gang.resources_of(alloc) if r.agent_id == conn.agent_id)
-                if (assigned is not None and assigned < registered_wall and alloc.id not in conn.running_at_register
-                        and not mine.exited and alloc.id not in exiting):
+            lost, settled = orphans.forgotten(conn, ranks.get(conn.agent_id, ()), registered_wall, exiting)
+            for alloc_id in lost:
+                alloc = await session.get(Allocation, alloc_id)
+                if alloc is not None and alloc.state in orphans.LIVE:  # not a gang lost with another agent
                     await self._allocation_lost(session, alloc, f"agent {conn.agent_id} restarted without it")
+            if settled:
+                self.after_commit(functools.partial(orphans.mark_checked, conn))
 
     async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:
         allocs = (await session.scalars(select(Allocation).where(
