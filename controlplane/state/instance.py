@@ -9,5 +9,8 @@ RUNNING: Final = "running"
 STOPPING: Final = "stopping"
 STOPPED: Final = "stopped"  # still there (and billed for its disks), not running
 TERMINATED: Final = "terminated"
+# The master's record only, never a cloud's: a launch asked for (written before the call) that the
+# cloud has not listed yet; the reconciler waits for it up to max_agent_starting_period.
+REQUESTED: Final = "requested"
 
 ALL: Final[tuple[InstanceState, ...]] = (PENDING, RUNNING, STOPPING, STOPPED, TERMINATED)

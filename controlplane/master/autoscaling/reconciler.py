@@ -14,8 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,9 +33,10 @@ from controlplane.autoscaler import (
     on_launch_success,
     plan,
 )
+from controlplane.autoscaler.keys import duration
 from controlplane.autoscaler.model import ErrorKind
 from controlplane.common.timeutil import utcnow
-from controlplane.master.autoscaling import consolidation
+from controlplane.master.autoscaling import consolidation, launches
 from controlplane.master.autoscaling.consolidation import DrainAgent
 from controlplane.master.db.models import Instance, StateTransition
 from controlplane.master.orchestration import gang
@@ -86,12 +86,10 @@ class PoolAutoscaler:
             self.last_errors, self.last_tick_at = [f"listing instances failed: {e}"], now
             return Decision(explanation=[f"not acting this tick: listing instances failed: {e}"])
         listed_ids = {i.instance_id for i in listed}
-        requests_seen = {i.tags.get("det-launch-request") for i in listed}
-        self.in_flight = [p for p in self.in_flight if p.launch_request_id not in requests_seen
-                          and now - p.requested_at < self.scaling.max_agent_starting_period_s]
         async with self.rt.sessions.begin() as session:
             rows = {r.id: r for r in (await session.scalars(select(Instance).where(
                 Instance.pool == self.pool, Instance.state != INSTANCE.TERMINATED))).all()}
+            await launches.adopt(session, rows, listed)
             for row in rows.values():
                 if row.registered_at is None and row.id in self.rt.hub.connections:
                     row.registered_at = utcnow()
@@ -100,7 +98,10 @@ class PoolAutoscaler:
                 row = rows.get(inst.instance_id)
                 if row is not None and row.state != inst.state:
                     self._move(session, row, inst.state, "seen in the cloud")
-            vanished = self._record_vanished(session, rows, listed_ids)
+            vanished = self._record_vanished(session, rows, listed_ids, now)
+            # from the database, not memory: a restarted master waits for what it asked for
+            self.in_flight = launches.in_flight(list(rows.values()), listed,
+                                                self.scaling.max_agent_starting_period_s, now)
         for iid, reason in vanished:  # before reading demand, so their re-queued work counts now
             self.idle_since.pop(iid, None)
             self.agent_seen_at.pop(iid, None)
@@ -180,30 +181,40 @@ class PoolAutoscaler:
             seen = self.first_tick_at
         return seen
 
-    def _record_vanished(self, session: AsyncSession, rows: dict[str, Instance],
-                         listed_ids: set[str]) -> list[tuple[str, str]]:
+    def _record_vanished(self, session: AsyncSession, rows: dict[str, Instance], listed_ids: set[str],
+                         now: float) -> list[tuple[str, str]]:
         """Rows the cloud no longer lists, other than launches it may not list yet, are gone:
-        a spot reclaim, a console termination. Their bill stops now and the reason says why."""
-        waiting = {p.launch_request_id for p in self.in_flight}
+        a spot reclaim, a console termination. Their bill stops now and the reason says why. A
+        launch not listed within `max_agent_starting_period` is given up (launches.py)."""
+        grace = self.scaling.max_agent_starting_period_s
         out = []
         for row in rows.values():
-            if row.id in listed_ids or row.launch_request_id in waiting:
+            if row.id in listed_ids:
                 continue
-            reason = (f"instance {row.id} is gone from the cloud without the master terminating it "
-                      "(spot reclaim, or terminated outside the master)")
-            self._move(session, row, INSTANCE.TERMINATED, reason)
-            row.terminated_at = utcnow()
-            row.reason = reason
-            out.append((row.id, reason))
+            if row.state != INSTANCE.REQUESTED:
+                reason = (f"instance {row.id} is gone from the cloud without the master terminating it "
+                          "(spot reclaim, or terminated outside the master)")
+            elif now - launches.requested_at(row, now) < grace:
+                continue  # in flight: the cloud may not list it yet
+            else:
+                reason = (f"instance {row.id} of launch {row.launch_request_id} was never listed by the cloud "
+                          f"within {duration(grace)} of the request; given up")
+            launches.close(session, row, reason)
+            if not launches.is_placeholder(row.id):  # a placeholder never had an agent
+                out.append((row.id, reason))
             log.warning("pool %s: %s", self.pool, reason)
         return out
 
     async def _launch_all(self, decision: Decision, now: float, errors: list[str]) -> bool:
-        """Returns True when a launch failed and the planner should be asked again."""
+        """Returns True when a launch failed and the planner should be asked again. Each launch's
+        rows are committed before the cloud is called (launches.py)."""
         for launch in decision.launches:
             req = LaunchRequest(request_id=uuid.uuid4().hex[:12], cluster_id=self.rt.cluster_id, pool=self.pool,
                                 count=launch.count, instance_type=launch.instance_type, zone=launch.zone or None,
                                 spot=launch.spot, user_data=self.boot_script(self.pool))
+            price = self.scaling.price_of(launch.instance_type, launch.spot)
+            async with self.rt.sessions.begin() as session:
+                launches.record_request(session, req, self.provider, price, launch.reason, now)
             try:
                 instances = await asyncio.to_thread(self.provisioner.launch, req)
             except ProvisionerError as e:
@@ -211,6 +222,8 @@ class PoolAutoscaler:
                 log.warning("pool %s: launch of %d %s in %s failed: %s", self.pool, launch.count,
                             launch.instance_type, launch.zone or "the default zone", e)
                 errors.append(str(e))
+                async with self.rt.sessions.begin() as session:
+                    await launches.record_failed(session, req.request_id)
                 self.blocked, self.failures = on_launch_error(
                     self.scaling, kind, launch.zone, launch.instance_type, launch.spot, e.provider_message,
                     self.blocked, self.failures, now)
@@ -218,20 +231,11 @@ class PoolAutoscaler:
             self.failures = on_launch_success(self.failures)
             self.in_flight.append(PendingLaunch(req.request_id, launch.count, now, launch.instance_type,
                                                 launch.zone, launch.spot))
-            await self._record_launch(instances, req, launch.reason)
+            async with self.rt.sessions.begin() as session:
+                await launches.record_launched(session, req, instances, self.provider, price, launch.reason)
+            log.info("pool %s: launched %s (%s)", self.pool, ", ".join(i.instance_id for i in instances),
+                     launch.reason)
         return False
-
-    async def _record_launch(self, instances: list[Any], req: LaunchRequest, reason: str) -> None:
-        async with self.rt.sessions.begin() as session:
-            for inst in instances:
-                session.add(Instance(
-                    id=inst.instance_id, pool=self.pool, provider=self.provider, instance_type=inst.instance_type,
-                    zone=inst.zone, spot=inst.spot, launch_request_id=req.request_id, state=inst.state,
-                    price_per_hour=self.scaling.price_of(inst.instance_type, inst.spot),
-                    launched_at=datetime.fromtimestamp(inst.launched_at, UTC), reason=reason))
-                session.add(StateTransition(entity="instance", entity_id=inst.instance_id, from_state=None,
-                                            to_state=inst.state, reason=reason, at=utcnow()))
-        log.info("pool %s: launched %s (%s)", self.pool, ", ".join(i.instance_id for i in instances), reason)
 
     async def _terminate(self, instance_id: str, reason: str) -> None:
         try:
@@ -245,9 +249,7 @@ class PoolAutoscaler:
                 row = Instance(id=instance_id, pool=self.pool, provider=self.provider, state=INSTANCE.RUNNING,
                                launched_at=utcnow(), reason="found by its tags, unknown to the master")
                 session.add(row)
-            self._move(session, row, INSTANCE.TERMINATED, reason)
-            row.terminated_at = utcnow()
-            row.reason = reason
+            launches.close(session, row, reason)
         self.idle_since.pop(instance_id, None)
         self.agent_seen_at.pop(instance_id, None)
         log.info("pool %s: terminated %s: %s", self.pool, instance_id, reason)

@@ -116,7 +116,8 @@ async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
     await scaler.tick(1000)
     info = (await api.get("/api/v1/resource-pools/gpu/autoscaler")).json()
     assert info["provider"] == "fake" and info["maxInstances"] == 2
-    assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "pending", "zone-b")]
+    # requested until the cloud lists it (the failed launch in zone-a left no row: nothing exists)
+    assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "requested", "zone-b")]
     # what it burns now: its live instances by type and market, at the pool's price
     assert info["burn"] == [{"instanceType": "t1", "spot": False, "pricePerHour": 3.6, "count": 1}]
     # each configured type with its slots, GPU, prices (`prices:` over the catalogue) and live count
@@ -126,6 +127,9 @@ async def test_describe_shows_instances_cost_plan_and_reasons(scaled):
     assert info["plan"] and info["blocked"][0]["reason"].startswith("no capacity")
     assert "none left" in info["lastErrors"][0]
     assert (await api.get("/api/v1/resource-pools/nope/autoscaler")).status_code == 404
+    await scaler.tick(1001)  # the cloud lists it now
+    info = (await api.get("/api/v1/resource-pools/gpu/autoscaler")).json()
+    assert [(i["id"], i["state"], i["zone"]) for i in info["instances"]] == [("i-1", "pending", "zone-b")]
 
 
 async def test_a_job_that_cannot_fit_even_at_max_instances_is_refused(scaled):
