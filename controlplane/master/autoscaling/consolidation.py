@@ -19,8 +19,9 @@ A drain (`act`) goes through the orchestrator (``Orchestrator.drain_agent``): in
 the agent takes no new work, a row per move records why, the trial's logs say so, and each moved
 allocation is asked to checkpoint and exit, as pause does; it is re-queued from that checkpoint
 on another agent, not counted as a restart. An agent is "consolidating" while it is draining and
-consolidation moved work off it (derived from the moves, so it survives a master restart): the
-planner terminates it as soon as it is empty.
+consolidation moved work off it in the drain in progress: a move whose drain the admin ended by
+enabling the agent (``end_drains``, ``drain_ended_at``) no longer counts. Derived from the moves, so
+it survives a master restart; the planner terminates a consolidating agent as soon as it is empty.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, exists, func, select
+from sqlalchemy import Select, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -121,7 +122,7 @@ class AgentFlags:
 async def agent_flags(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, AgentFlags]:
     if not agent_ids:
         return {}
-    moved_off = exists().where(ConsolidationMove.instance_id == Agent.id)
+    moved_off = exists().where(ConsolidationMove.instance_id == Agent.id, ConsolidationMove.drain_ended_at.is_(None))
     rows = (await session.execute(select(Agent.id, Agent.enabled, Agent.draining, Agent.disabled_slots, moved_off)
                                   .where(Agent.id.in_(agent_ids)))).all()
     out = {}
@@ -131,6 +132,14 @@ async def agent_flags(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
                                         consolidating=bool(draining) and bool(moved),
                                         disabled_slots=frozenset(str(k) for k in off))
     return out
+
+
+async def end_drains(session: AsyncSession, agent_id: str) -> None:
+    """The admin enabled the agent: consolidation's drain of it is over, so a later drain (the
+    admin's) does not get it terminated once empty."""
+    await session.execute(update(ConsolidationMove).where(ConsolidationMove.instance_id == agent_id,
+                                                          ConsolidationMove.drain_ended_at.is_(None))
+                          .values(drain_ended_at=utcnow()))
 
 
 async def act(pool: str, drain: Drain, drain_agent: DrainAgent, max_moves: int,

@@ -410,6 +410,8 @@ class ConsolidationMove(Base):
     usd_per_hour: Mapped[float] = mapped_column(Float, default=0.0)  # what terminating the instance saves an hour
     expected_saving_usd: Mapped[float] = mapped_column(Float, default=0.0)  # the drain's, net of its moves' cost
     created_at: Mapped[datetime] = _ts()
+    # the admin enabled the agent again: this drain is over, so a later drain of it is not consolidation's
+    drain_ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (Index("ix_consolidation_moves_pool_created_at", "pool", "created_at"),)
 

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from controlplane.master.autoscaling import consolidation
 from controlplane.master.db.models import Agent, Allocation
 from controlplane.master.errors import NotFound
 from controlplane.master.orchestration import gang
@@ -46,6 +47,8 @@ async def set_enabled(rt: MasterRuntime, agent_id: str, enable: bool, drain: boo
         if agent is None:
             raise NotFound(f"agent {agent_id} not found")
         agent.enabled, agent.draining = enable, (not enable and drain)
+        if enable:  # a consolidation drain ends here: a later drain is the admin's
+            await consolidation.end_drains(session, agent_id)
         if not enable and not drain:
             for alloc in (await session.scalars(select(Allocation).where(
                     Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():

@@ -23,6 +23,7 @@ from controlplane.wire import agent_protocol as wire
 from tests.controlplane.master.autoscaling.conftest import FakePool
 from tests.controlplane.master.conftest import CONFIG, create_experiment
 from tests.controlplane.master.test_trial_lifecycle import report_checkpoint
+from tests.controlplane.master.test_users_api import bearer, login
 
 ONE = {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}}
 PROVIDER = {"slots_per_instance": 2, "max_instances": 3, "min_instances": 2, "max_idle_agent_period": "1h"}
@@ -128,6 +129,41 @@ async def test_a_half_used_instance_is_drained_its_trial_moved_and_the_instance_
     assert "Consolidation: on, at most 2 moves per trial, move cost 2m 00s" in html
     assert f"1 move, estimated ${drain.expected_saving_usd:,.2f} saved" in html
     assert f'<li data-trial="{trial.id}">' in html and drain.reason.replace("'", "&#39;") in html
+
+
+async def move_off(p: FakePool, start: wire.StartTask, frm: str, to: str) -> None:
+    """The drained trial checkpoints, acknowledges, exits ``frm``, and starts again on ``to``."""
+    await report_checkpoint(p.api, start, 100)
+    r = await p.api.post(f"/api/v1/allocations/{start.allocation_id}/signals/ack_preemption",
+                         headers=task_headers(start.session_token), json={})
+    assert r.status_code == 200, r.text
+    await p.agents[frm].exit(start.allocation_id, 0)
+    again = await p.agents[to].next_message()
+    assert isinstance(again, wire.StartTask) and again.task_id == start.task_id
+
+
+@pytest.mark.both_databases  # the EXISTS over the drain's open moves, in the select list
+async def test_an_admin_drain_after_an_ended_consolidation_drain_is_not_taken_for_consolidation(fake_pool):
+    """Consolidation drains a; the admin enables it again (`det agent enable`); later the admin
+    drains it (`det agent disable --drain`): once empty it stays, as any admin-drained agent, not
+    terminated "drained by consolidation" (that is only for consolidation's drain in progress)."""
+    p = await fake_pool(**PROVIDER)
+    a, b, starts = await two_half_used_instances(p)
+    for start in starts.values():
+        await watch_preemption(p, start)
+    [drain] = (await p.tick(1)).drains
+    assert drain.instance_id == a
+    await move_off(p, starts[a], a, b)
+    admin = bearer(await login(p.api, "admin"))
+    r = await p.api.post(f"/api/v1/agents/{a}/enable", headers=admin)
+    assert r.status_code == 200 and r.json()["agent"]["draining"] is False, r.text
+    assert (await p.tick(1)).terminations == [] and p.live() == [a, b]  # idle for 1 s of its 1 h
+    r = await p.api.post(f"/api/v1/agents/{a}/disable", json={"drain": True}, headers=admin)
+    assert r.status_code == 200 and r.json()["agent"]["draining"] is True, r.text
+    decision = await p.tick(1)
+    assert decision.terminations == [] and p.live() == [a, b], decision.explanation
+    async with p.rt.sessions() as s:
+        assert (await s.get(Instance, a)).state != "terminated"
 
 
 async def test_work_that_cannot_resume_elsewhere_or_was_moved_enough_stays(fake_pool):

@@ -207,3 +207,35 @@ async def test_0022_counts_every_earlier_checkpoint_as_owning_its_files(db_url):
     finally:
         await engine.dispose()
     assert [(u, bool(o)) for u, o in rows] == [("ck-old", True)]
+
+
+async def test_0023_ends_the_consolidation_drains_of_agents_not_draining_now(db_url):
+    """Moves off an agent the admin has since enabled (not draining) belong to a drain that is over:
+    a later admin drain must not get it terminated as consolidation's. An agent draining now keeps
+    its drain open."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from controlplane.master.db.migrate import alembic_config
+
+    engine = make_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0022"))
+            for agent_id, draining in (("i-enabled", False), ("i-draining", True)):
+                await conn.execute(text(
+                    "INSERT INTO agents (id, resource_pool, slots, addresses, version, connected, enabled, draining, "
+                    "disabled_slots, registered_at, last_seen) VALUES (:id, 'gpu', '[]', '[]', '', true, true, "
+                    ":draining, '{}', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"id": agent_id, "draining": draining})
+            for n, agent_id in enumerate(("i-enabled", "i-draining", "i-gone")):
+                await conn.execute(text(
+                    "INSERT INTO consolidation_moves (id, pool, drain_id, instance_id, trial_id, allocation_id, "
+                    "to_agent, reason, usd_per_hour, expected_saving_usd, created_at) VALUES (:n, 'gpu', 'd', :agent, "
+                    ":n, 'a', 'i-other', 'r', 1.0, 1.0, CURRENT_TIMESTAMP)"), {"n": n + 1, "agent": agent_id})
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0023"))
+            rows = (await conn.execute(text(
+                "SELECT instance_id, drain_ended_at FROM consolidation_moves ORDER BY id"))).all()
+    finally:
+        await engine.dispose()
+    assert [(i, ended is not None) for i, ended in rows] == [("i-enabled", True), ("i-draining", False),
+                                                             ("i-gone", True)]
