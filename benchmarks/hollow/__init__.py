@@ -1,0 +1,1 @@
+"""Support code of ``benchmarks/hollow_agents.py``: the hollow agents, the API prober, figures."""
