@@ -3,7 +3,9 @@
 Each tick reads the cloud (the truth for what exists), the scheduler's pending gangs and the
 agents, asks the pure planner what to do, and does it. A capacity or quota error blocks that
 option and the planner is asked again in the same tick, so the next zone or type is tried at
-once. Every decision and every reason not to scale is kept for `det resource-pool describe`.
+once. Launches are recorded before the cloud is called and waited for from those rows, so a
+restart forgets none (``launches.py``). Every decision and every reason not to scale is kept for
+`det resource-pool describe`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class PoolAutoscaler:
     drain_agent: DrainAgent | None = None  # consolidation drains through it (the orchestrator's drain_agent)
     blocked: list[Blocked] = field(default_factory=list)
     failures: LaunchFailure = field(default_factory=LaunchFailure)
-    in_flight: list[PendingLaunch] = field(default_factory=list)
+    in_flight: list[PendingLaunch] = field(default_factory=list)  # this tick's: the requested rows, plus its own
     idle_since: dict[str, float] = field(default_factory=dict)
     agent_seen_at: dict[str, float] = field(default_factory=dict)  # last tick its agent was connected
     first_tick_at: float | None = None
