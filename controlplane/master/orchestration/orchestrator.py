@@ -27,6 +27,7 @@ from controlplane.master.db.models import Agent, Allocation, Experiment, TaskLog
 from controlplane.master.orchestration import (
     gang,
     lifecycle,
+    live_index,
     orphans,
     pai_jobs,
     progress,
@@ -84,6 +85,7 @@ class Orchestrator:
         self._committed: list[Callable[[], None]] = []  # bookkeeping true only once the transaction commits
         self._unplaced: set[str] = set()  # pending allocations the last pass could not place
         self.waiting = WaitingReasons()  # why each pending request waits, as the last pass saw it
+        self.live = live_index.LiveIndex()  # which allocations may be live on each agent
 
     # ---- loop -------------------------------------------------------------------------------
 
@@ -95,10 +97,8 @@ class Orchestrator:
             for agent in (await session.scalars(select(Agent).where(Agent.connected.is_(True)))).all():
                 agent.connected = False
                 self.rt.hub.away_since.setdefault(agent.id, now)
-            for alloc in (await session.scalars(select(Allocation).where(
-                    Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all():
-                for agent_id in gang.agents_of(alloc):
-                    self.rt.hub.away_since.setdefault(agent_id, now)
+            for agent_id in await self.live.rebuild(session):
+                self.rt.hub.away_since.setdefault(agent_id, now)
         self._loop.start()
 
     async def stop(self) -> None:
@@ -502,6 +502,7 @@ class Orchestrator:
                                 reason: str, *, agent_lost: bool, setup_failed: bool = False) -> None:
         lifecycle.end_allocation(session, self.rt.tokens, alloc, reason or ("agent lost" if agent_lost else "exited"),
                                  exit_code)
+        self.after_commit(functools.partial(self.live.drop, (alloc.id,), self.live.adds))
         self._notify_after_commit(("preempt", alloc.id))
         if alloc.pai_job_id is not None:
             await pai_jobs.task_ended(self, session, alloc)
@@ -585,7 +586,9 @@ class Orchestrator:
         if not due:
             return
         exiting = self.rt.hub.pending_exits()  # reported exits the database has not taken yet
-        ranks = await orphans.live_ranks(session, {c.agent_id for c in due})
+        agents = {c.agent_id for c in due}
+        ids = self.live.ids_on(agents)
+        ranks = await orphans.live_ranks(session, agents, ids) if ids else {}
         for conn in due:
             registered_wall = wall_now - timedelta(seconds=now - conn.registered_at)
             lost, settled = orphans.forgotten(conn, ranks.get(conn.agent_id, ()), registered_wall, exiting)
@@ -597,8 +600,16 @@ class Orchestrator:
                 self.after_commit(functools.partial(orphans.mark_checked, conn))
 
     async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:
-        allocs = (await session.scalars(select(Allocation).where(
-            Allocation.state.in_((A.ASSIGNED, A.RUNNING))))).all()
+        """Read by the ids the live index names for the agent; those no longer live are dropped
+        from it once this transaction commits."""
+        ids, seen_at = sorted(self.live.ids_on((agent_id,))), self.live.adds
+        allocs: list[Allocation] = []
+        for i in range(0, len(ids), orphans.CHUNK):
+            allocs += (await session.scalars(select(Allocation).where(
+                Allocation.id.in_(ids[i:i + orphans.CHUNK]), Allocation.state.in_(live_index.LIVE)))).all()
+        gone = set(ids) - {a.id for a in allocs}
+        if gone:
+            self.after_commit(functools.partial(self.live.drop, gone, seen_at))
         return [a for a in allocs if agent_id in gang.agents_of(a)]
 
     async def _allocation_lost(self, session: AsyncSession, alloc: Allocation, reason: str) -> None:
@@ -679,6 +690,7 @@ class Orchestrator:
             owner = await session.scalar(select(User.username).where(User.id == exp.owner_id))
             latest = await lifecycle.latest_checkpoint(session, trial)
             gang.assign(alloc, placement.resources)
+            self.live.placed(alloc)
             alloc.assigned_at = utcnow()
             token = lifecycle.mint_token(alloc)
             where = ", ".join(f"{agent} slots {list(slots)}" for agent, slots in placement.resources)

@@ -4,8 +4,10 @@ Each registration is checked once, ``ORPHAN_GRACE_S`` after it (time to deliver 
 while away), not at every tick: nothing placed after a registration can be an orphan of it. It is
 checked again at later ticks only while an exit of one of its allocations waits in its inbox (that
 allocation ended; if the exit is never applied, the next check finds it). The reaper reads the
-columns it needs of the live allocations on the agents due, in one query per tick; a connection is
-marked checked only once the transaction that acted on the check has committed.
+columns it needs of the live allocations on the agents due, by the ids the orchestrator's
+``LiveIndex`` names (one query per tick, per 500 of them; none when they have nothing), never a
+query per agent; a connection is marked checked only once the transaction that acted on the check
+has committed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,12 +24,11 @@ from controlplane.common.timeutil import aware
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.db.models import Allocation
 from controlplane.master.orchestration import gang
-from controlplane.state import allocation as A
+from controlplane.master.orchestration.live_index import LIVE
 
 # An agent that re-registers without an allocation it was running gets this long to deliver the
 # allocation's buffered exit before the allocation is declared lost.
 ORPHAN_GRACE_S = 5.0
-LIVE = (A.ASSIGNED, A.RUNNING)
 # ids per query: well under SQLite's and asyncpg's bound-parameter limits
 CHUNK = 500
 
@@ -50,17 +52,16 @@ def mark_checked(conn: AgentConnection) -> None:
 
 
 async def live_ranks(session: AsyncSession, agent_ids: Collection[str],
-                     ids: Collection[str] | None = None) -> dict[str, list[LiveRank]]:
-    """Agent id -> its ranks of live allocations, for the agents named; ``ids``: only those allocations
-    may be theirs (None: any). Columns, not rows: no ORM objects, and the ranks decoded only here."""
+                     ids: Collection[str]) -> dict[str, list[LiveRank]]:
+    """Agent id -> its ranks of live allocations, for the agents named, read among ``ids`` (the
+    orchestrator's ``LiveIndex`` names those that may be theirs). Columns, not rows: no ORM objects,
+    and only these allocations' ranks decoded."""
     columns = select(Allocation.id, Allocation.assigned_at, Allocation.agent_id, Allocation.slot_ids,
                      Allocation.resources).where(Allocation.state.in_(LIVE))
-    if ids is None:
-        rows = list((await session.execute(columns)).all())
-    else:
-        wanted, rows = sorted(ids), []
-        for i in range(0, len(wanted), CHUNK):
-            rows += (await session.execute(columns.where(Allocation.id.in_(wanted[i:i + CHUNK])))).all()
+    wanted: list[str] = sorted(ids)
+    rows: list[tuple[str, datetime | None, str | None, list[Any], list[Any]]] = []
+    for i in range(0, len(wanted), CHUNK):
+        rows += (await session.execute(columns.where(Allocation.id.in_(wanted[i:i + CHUNK])))).all()
     found: dict[str, list[LiveRank]] = {}
     for alloc_id, assigned_at, agent_id, slot_ids, resources in rows:
         for rank in gang.ranks_in(resources, agent_id, slot_ids):

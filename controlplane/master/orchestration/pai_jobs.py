@@ -27,6 +27,7 @@ from controlplane.common.timeutil import aware, utcnow
 from controlplane.master import proxy_sessions as task_proxy
 from controlplane.master.db.models import Allocation, PaiJob, User
 from controlplane.master.orchestration import gang, lifecycle, rendezvous, spread_network
+from controlplane.master.orchestration.live_index import LiveIndex
 from controlplane.master.orchestration.transitions import move, record_initial
 from controlplane.master.runtime_core import RuntimeCore
 from controlplane.master.token_cache import token_hash
@@ -45,6 +46,7 @@ class Orchestrator(Protocol):
     """What a job's placement needs of the orchestrator whose transaction it runs in."""
 
     rt: RuntimeCore
+    live: LiveIndex  # a placed task is added to it
 
     def send_after_commit(self, agent_id: str, msg: wire.MasterMessage) -> None: ...
 
@@ -189,6 +191,7 @@ async def place(orch: Orchestrator, session: AsyncSession, job: PaiJob, rows: Se
         gang.set_resources(alloc, [msgspec.structs.replace(
             gang.resources_of(alloc)[0], address=address, ports=gang.RankPorts(pai=task_ports),
             network_address=seen_at[(role, index)] if spread is not None else None)])
+        orch.live.placed(alloc)
         alloc.assigned_at = now
         token = lifecycle.mint_token(alloc)
         move(session, alloc, A.ASSIGNED, f"placed on {agent_id} slots {list(slots)} with job {job.name}'s tasks")
