@@ -234,7 +234,8 @@ async def run_size(args: argparse.Namespace, n_agents: int, target: Target) -> d
         async def drained() -> bool:
             return not fleet.running
 
-        done = await _until("every task ended after the kills", drained, args.drain_timeout)
+        left_s = max(1.0, d0 + args.drain_timeout - time.monotonic())
+        done = await _until("every task ended after the kills", drained, left_s)
         fig["drain_s"] = round(time.monotonic() - d0, 2) if done is not None else math.nan
 
         # Start latencies, from what the master recorded.
@@ -339,7 +340,7 @@ def main() -> None:
     ap.add_argument("--probe-rate", type=float, default=4.0, help="API reads a second")
     ap.add_argument("--register-timeout", type=float, default=300.0)
     ap.add_argument("--fill-timeout", type=float, default=600.0)
-    ap.add_argument("--drain-timeout", type=float, default=120.0)
+    ap.add_argument("--drain-timeout", type=float, default=300.0, help="for the kills at the end to end every task")
     ap.add_argument("--db", choices=("sqlite", "postgres"), default="postgres")
     ap.add_argument("--master", default=None, help="a running master's URL instead of starting one")
     ap.add_argument("--join-token-file", default=None, help="with --master: its join token")
