@@ -27,6 +27,12 @@ async def start_latencies(engine: AsyncEngine) -> list[tuple[float, float]]:
             if started is not None]
 
 
+async def created_times(engine: AsyncEngine) -> list[float]:
+    """When each trial was created, unix seconds."""
+    async with engine.connect() as conn:
+        return [_utc(t).timestamp() for t in (await conn.scalars(select(Trial.start_time))).all()]
+
+
 async def running_count(engine: AsyncEngine) -> int:
     """Allocations the master has recorded as started and not ended."""
     async with engine.connect() as conn:
