@@ -55,6 +55,17 @@ def ranks_in(resources: list[Any] | None, agent_id: str | None, slot_ids: list[A
     return []
 
 
+def slots_in(resources: list[Any] | None, agent_id: str | None,
+             slot_ids: list[Any] | None) -> list[tuple[str, tuple[int, ...]]]:
+    """Each rank's agent and slots from the columns, without building ``Rank`` records: the
+    scheduler's snapshot reads every live allocation's at every pass."""
+    if resources:
+        return [(r["agent_id"], tuple(r.get("slot_ids") or ())) for r in resources]
+    if agent_id:
+        return [(agent_id, tuple(slot_ids or ()))]
+    return []
+
+
 def first_rank(alloc: Allocation | None) -> Rank | None:
     """Rank 0 (an OpenPAI task's, a command's only one), None before placement."""
     ranks = resources_of(alloc) if alloc is not None else []

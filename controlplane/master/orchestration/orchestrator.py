@@ -663,16 +663,16 @@ class Orchestrator:
             return
         plan = planner.plan(snap.pools, snap.pending, snap.running, snap.agents, time.time())
         reasons = dict(plan.waiting)
-        self._wake_autoscaler_for_new_demand(
-            (set(snap.pending_rows) | set(snap.pending_groups)) - {p.allocation_id for p in plan.placements})
+        self._wake_autoscaler_for_new_demand(snap.pending_ids - {p.allocation_id for p in plan.placements})
+        acted = await snapshot.rows(session, {p.allocation_id for p in plan.preemptions} | {
+            p.allocation_id for p in plan.placements if p.allocation_id not in snap.pending_groups})
         for preemption in plan.preemptions:
-            alloc = snap.running_rows.get(preemption.allocation_id)
-            if alloc is not None:
+            alloc = acted.get(preemption.allocation_id)
+            if alloc is not None and alloc.state in live_index.LIVE:
                 self.request_preemption(alloc, preemption.reason)
         addresses = {c.agent_id: c.address for c in self.rt.hub.connections.values()}
         endpoints = {c.agent_id: c.overlay_endpoint for c in self.rt.hub.connections.values()}
-        used_ports = rendezvous.used_ports(await session.scalars(select(Allocation).where(
-            Allocation.state.in_((A.ASSIGNED, A.RUNNING)))) if plan.placements else ())
+        used_ports = snap.used_ports() if plan.placements else {}
         for placement in plan.placements:
             if placement.allocation_id in snap.pending_groups:
                 job, tasks = snap.pending_groups[placement.allocation_id]
@@ -681,7 +681,7 @@ class Orchestrator:
                 if why is not None:
                     reasons[placement.allocation_id] = why
                 continue
-            alloc = snap.pending_rows[placement.allocation_id]
+            alloc = acted[placement.allocation_id]
             trial = await session.get(Trial, alloc.trial_id)
             assert trial is not None  # a pending allocation's trial and experiment rows exist (foreign keys)
             exp = await session.get(Experiment, trial.experiment_id)

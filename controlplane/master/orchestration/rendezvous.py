@@ -45,11 +45,11 @@ def ports_of(entry: gang.Rank) -> list[int]:
     return out
 
 
-def used_ports(allocs: Iterable[Allocation]) -> dict[str, set[int]]:
-    """address -> ports held by these (live) allocations."""
+def used_ports(gangs: Iterable[list[gang.Rank]]) -> dict[str, set[int]]:
+    """address -> ports held by these (live) allocations' ranks."""
     used: dict[str, set[int]] = {}
-    for alloc in allocs:
-        for entry in gang.resources_of(alloc):
+    for ranks in gangs:
+        for entry in ranks:
             if entry.address:
                 used.setdefault(entry.address, set()).update(ports_of(entry))
     return used
