@@ -263,8 +263,8 @@ async def run_size(args: argparse.Namespace, n_agents: int, target: Target) -> d
         fig["metrics_posts"] = len(metrics)
         fig["metrics_p50_ms"] = round(1000 * pct(metrics, .5), 1)
         fig["metrics_p99_ms"] = round(1000 * pct(metrics, .99), 1)
-        for key in ("http_5xx", "http_4xx", "ws_errors", "api_errors", "metrics_errors", "kills", "kill_refused",
-                    "late_pongs"):
+        for key in ("http_5xx", "http_4xx", "ws_errors", "api_errors", "metrics_errors", "metrics_retries", "kills",
+                    "kill_refused", "late_pongs"):
             fig[key] = rec.counts.get(key, 0)
         odd = {k: v for k, v in rec.counts.items() if ":" in k or "status" in k}
         if odd:

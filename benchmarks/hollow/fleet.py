@@ -48,6 +48,7 @@ from controlplane.wire.agent_protocol import (
 
 TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"  # controlplane/core/_session.py
 KILLED_EXIT = 128 + 15  # a process that exits on the agent's SIGTERM
+METRIC_ATTEMPTS = 4
 DEFAULT_WINDOW_S = 70.0  # the agent's default reconnect window (agent/connection.py)
 _pids = itertools.count(10_000)
 
@@ -254,16 +255,23 @@ class HollowAgent:
              "metrics": {"avgMetrics": {"loss": 1.0 / (s + 1), "lr": 0.01}, "batchMetrics": None}} for s in steps]
         reports.append({"group": "validation", "stepsCompleted": steps[-1], "trialRunId": run_id, "reportTime": now,
                         "metrics": {"avgMetrics": {"loss": random.random()}, "batchMetrics": None}})
-        t0 = time.monotonic()
-        try:
-            r = await self.fleet.http.post(
-                f"{self.fleet.master_url}/api/v1/trials/{trial_id}/metrics/batch",
-                content=json.dumps({"reports": reports}),
-                headers={TOKEN_HEADER: f"Bearer {msg.session_token}", "Content-Type": "application/json"})
-        except httpx.HTTPError as exc:
-            self.fleet.rec.count("metrics_errors")
-            self.fleet.rec.count(f"metrics_error:{type(exc).__name__}")
-            return
+        # As the core API's shipper: a connection that fails (a kept-alive one the server closed as it
+        # was reused) is retried; a retry is counted, an answer never came after the last.
+        for attempt in range(METRIC_ATTEMPTS):
+            t0 = time.monotonic()
+            try:
+                r = await self.fleet.http.post(
+                    f"{self.fleet.master_url}/api/v1/trials/{trial_id}/metrics/batch",
+                    content=json.dumps({"reports": reports}),
+                    headers={TOKEN_HEADER: f"Bearer {msg.session_token}", "Content-Type": "application/json"})
+                break
+            except httpx.TransportError as exc:
+                self.fleet.rec.count("metrics_retries")
+                self.fleet.rec.count(f"metrics_retry:{type(exc).__name__}")
+                if attempt == METRIC_ATTEMPTS - 1:
+                    self.fleet.rec.count("metrics_errors")
+                    return
+                await asyncio.sleep(0.5 * 2**attempt)
         self.fleet.rec.time("metrics_post", time.monotonic() - t0)
         self.fleet.rec.count(f"http_{r.status_code // 100}xx")
         if r.status_code >= 400:
