@@ -20,6 +20,7 @@ TRIAL = StateMachine(
             PAUSED: "the experiment was paused before it ran",
             CANCELED: "killed or canceled, or stopped by the searcher, before it ran",
             STOPPING_CANCELED: "its experiment was canceled while it was being placed: it stops",
+            STOPPING_KILLED: "killed after its start was sent, before the agent said it started: it is stopped",
             ERROR: "its allocation could not start past max_restarts",
         },
         RUNNING: {

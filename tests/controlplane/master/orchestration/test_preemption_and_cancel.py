@@ -207,3 +207,24 @@ async def test_a_user_killing_the_only_trial_cancels_the_experiment(api):
     await agent.exit(start.allocation_id, 137)
     assert await trial_states(api, exp_id) == {trial_id: "STATE_CANCELED"}
     assert await exp_state(api, exp_id) == "STATE_CANCELED"  # not ERROR: a user's cancel is no failure
+
+
+@pytest.mark.parametrize("kill", ["experiment", "trial"])
+async def test_a_kill_between_start_task_and_task_started_stops_the_trial(api, kill):
+    # The trial is QUEUED but placed: its StartTask is out and the agent's TaskStarted not yet in.
+    # Before, `det e kill` answered 409 "illegal transition QUEUED -> STOPPING_KILLED".
+    agent = FakeAgent(api.rt, slots=1)
+    await agent.register()
+    exp_id = await create_experiment(api, {**CONFIG, "searcher": {**CONFIG["searcher"], "max_trials": 1}})  # type: ignore[dict-item]
+    start = await agent.next_message()
+    assert isinstance(start, wire.StartTask), start
+    trial_id = int(start.env["DET_TRIAL_ID"])
+    path = f"/api/v1/experiments/{exp_id}/kill" if kill == "experiment" else f"/api/v1/trials/{trial_id}/kill"
+    r = await api.post(path)
+    assert r.status_code == 200, r.text
+    killed = await agent.next_message()
+    assert isinstance(killed, wire.KillTask) and killed.allocation_id == start.allocation_id
+    await agent.start(start)  # the start it had sent already arrives after the kill
+    await agent.exit(start.allocation_id, 137)
+    assert await trial_states(api, exp_id) == {trial_id: "STATE_CANCELED"}
+    assert await exp_state(api, exp_id) == "STATE_CANCELED"
