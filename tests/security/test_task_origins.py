@@ -47,7 +47,6 @@ from controlplane.master.serving import Listeners
 from controlplane.master.settings import MasterSettings
 from tests.support.cluster import login
 from tests.support.deadline import bounded
-from tests.webui.conftest import chromium_path
 
 pytestmark = pytest.mark.e2e
 
@@ -227,19 +226,6 @@ def cluster(tmp_path_factory, notebooks) -> Iterator[Cluster]:
         thread.join(bounded(30))
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=chromium_path(), headless=True,
-                                      args=["--no-sandbox", "--disable-dev-shm-usage"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 def sign_in(page: Any, url: str) -> None:
     page.goto(f"{url}/login")
     page.fill("input[name=username]", "admin")
@@ -257,7 +243,7 @@ def me(page: Any) -> tuple[int, str]:
 
 
 def test_a_notebook_page_opened_by_an_admin_cannot_reach_another_notebook_or_the_admins_session(
-        cluster, notebooks, browser):
+        cluster, notebooks, chromium):
     proxy_port = cluster.listeners.proxy_port
     bob_origin = f"http://{BOB_NB}.{MASTER_HOST}:{proxy_port}"
     alice = notebooks[ALICE_NB]
@@ -267,7 +253,7 @@ def test_a_notebook_page_opened_by_an_admin_cannot_reach_another_notebook_or_the
                          f"det_proxy={PLANTED}; Path=/proxy/{BOB_NB}/; Domain={MASTER_HOST}",
                          f"wide={PLANTED}; Domain={MASTER_HOST}; Path=/",
                          f"__Host-det_session={PLANTED}; Secure; Path=/"]
-    context = browser.new_context()
+    context = chromium.new_context()
     context.set_default_timeout(bounded(30) * 1000)
     try:
         admin = context.new_page()
