@@ -36,7 +36,9 @@ from typing import Any
 from controlplane.config import fields as f
 from controlplane.config.errors import ConfigError, ConfigErrors, raise_all
 from controlplane.config.experiment import SAVE_DEFAULTS, STORAGE_KEYS
-from controlplane.pai.outputs import OUTPUTS_DIR
+
+# Where OpenPAI jobs' outputs are kept under a storage root (controlplane/pai/outputs.py): no sub-path names it.
+PAI_OUTPUTS_DIR = "pai-outputs"
 
 DEFAULT = "default"
 LOCATION = {"shared_fs": "host_path", "directory": "container_path", "s3": "bucket", "gcs": "bucket"}
@@ -267,8 +269,8 @@ def _sub_path(value: Any, choice: StorageChoice) -> tuple[str | None, str]:
         if UUID_LIKE.match(part):
             return None, f"{value!r}: part {part!r} is shaped like a checkpoint uuid (hex and dashes), which " \
                          "could name another checkpoint's directory; use a name with other letters"
-        if part == OUTPUTS_DIR:
-            return None, f"{value!r}: {OUTPUTS_DIR!r} is where OpenPAI jobs' outputs are kept"
+        if part == PAI_OUTPUTS_DIR:
+            return None, f"{value!r}: {PAI_OUTPUTS_DIR!r} is where OpenPAI jobs' outputs are kept"
         if "\\" in part or "\x00" in part:
             return None, f"{value!r}: a part may not hold a backslash or NUL"
     return "/".join(parts), ""

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-OUTPUTS_DIR = "pai-outputs"
+from controlplane.config.storage_choices import PAI_OUTPUTS_DIR
+
+OUTPUTS_DIR = PAI_OUTPUTS_DIR  # the config refuses it as an experiment's sub-path
 MAX_FILES = 10_000
 MAX_BYTES = 1 << 30  # per task
 MAX_NAME = 1024  # a file's path under $PAI_OUTPUT_DIR, in characters
