@@ -11,7 +11,6 @@ do at once (a writer with a queue), else the loop waits ``interval_s`` or until 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -68,8 +67,12 @@ class BackgroundLoop:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop() itself was cancelled: its caller hears of it
 
     async def _wait(self, backoff: float) -> None:
         if self._min_gap_s:
