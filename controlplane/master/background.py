@@ -11,6 +11,7 @@ do at once (a writer with a queue), else the loop waits ``interval_s`` or until 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -67,12 +68,8 @@ class BackgroundLoop:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # stop() itself was cancelled: its caller hears of it
 
     async def _wait(self, backoff: float) -> None:
         if self._min_gap_s:

@@ -70,33 +70,3 @@ async def test_a_wake_runs_the_next_step_before_the_interval():
     async with asyncio.timeout(5):
         await ran.wait()
     await loop.stop()
-
-
-async def test_a_cancelled_stop_is_cancelled_and_the_loop_still_ends():
-    # Before, stop() swallowed every CancelledError while it waited for its loop, its caller's too,
-    # so a shutdown that was itself cancelled went on as if nobody had asked.
-    winding_down = asyncio.Event()
-
-    async def step() -> None:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            winding_down.set()
-            await asyncio.sleep(0.2)  # a step that takes a moment to wind down
-            raise
-
-    loop = BackgroundLoop("slow", step, log=logging.getLogger("test"), interval_s=1.0, run_first=True)
-    loop.start()
-    running = loop._task
-    assert running is not None
-    await asyncio.sleep(0.05)
-    stopping = asyncio.create_task(loop.stop())
-    async with asyncio.timeout(10):
-        await winding_down.wait()
-    stopping.cancel()
-    async with asyncio.timeout(10):
-        await asyncio.wait({stopping})
-    assert stopping.cancelled(), "stop() swallowed the cancel of its caller"
-    async with asyncio.timeout(10):  # the loop's own task still ends
-        await asyncio.wait({running})
-    assert running.cancelled()
