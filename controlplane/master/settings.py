@@ -90,6 +90,19 @@ class MasterSettings:
             cap = config.preemption_timeout_s
         return cap if own_s is None else min(own_s, cap)
 
+    def preemption_timeout_problem(self, own: Any, pools: list[str]) -> str | None:
+        """Why an experiment's own ``preemption_timeout`` is refused, or None: it may shorten the
+        timeout of its pool (the longest of ``pools``; none: the master's), never lengthen it, or it
+        would keep the pool's slots from the work it must make room for. Not a number of seconds:
+        None (the experiment's schema check names that)."""
+        if not isinstance(own, int) or isinstance(own, bool):
+            return None
+        cap = max((self.preemption_timeout_for(p) for p in pools), default=self.preemption_timeout_s)
+        if own <= cap:
+            return None
+        where = f"resource pool {pools[0]!r}" if len(pools) == 1 else "any resource pool"
+        return f"{own} seconds is over the {cap:g} seconds of {where}, the most an experiment may set"
+
     def config_limits(self) -> Limits:
         """What an experiment config (or a template, or an override) may hold, checked as it is read."""
         return Limits(self.max_config_bytes, self.max_config_depth, self.max_config_nodes, self.max_hyperparameters)

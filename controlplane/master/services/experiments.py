@@ -172,12 +172,9 @@ def _final_config(settings: MasterSettings, raw: dict[str, Any]) -> dict[str, An
 
 
 def check_preemption_timeout(settings: MasterSettings, cfg: dict[str, Any], pool: str) -> None:
-    """An experiment's own ``preemption_timeout`` may shorten its pool's (else the master's), never
-    lengthen it: a longer one would keep the pool's slots from the work it must make room for."""
-    own, cap = cfg.get("preemption_timeout"), settings.preemption_timeout_for(pool)
-    if isinstance(own, int) and not isinstance(own, bool) and own > cap:
-        raise ConfigError("preemption_timeout", f"{own} seconds is over the {cap:g} seconds of resource pool "
-                                                f"{pool!r}, the most an experiment may set")
+    """An experiment's own ``preemption_timeout`` may shorten its pool's, never lengthen it."""
+    if (problem := settings.preemption_timeout_problem(cfg.get("preemption_timeout"), [pool])) is not None:
+        raise ConfigError("preemption_timeout", problem)
 
 
 def _with_template(settings: MasterSettings, raw: dict[str, Any], template: NamedTemplate | None) -> dict[str, Any]:

@@ -103,17 +103,11 @@ async def checked_config(rt: MasterRuntime, config: dict[str, Any] | None) -> di
 def _check_preemption_timeout(settings: MasterSettings, config: dict[str, Any]) -> None:
     """As an experiment's (``experiments.check_preemption_timeout``): at most the pool the template
     names, else at most the longest any pool allows (its experiment's own pool is checked at create)."""
-    own = config.get("preemption_timeout")
-    if not isinstance(own, int) or isinstance(own, bool):
-        return  # not a number of seconds: the experiment's schema check names it
     resources = config.get("resources")
     named = resources.get("resource_pool") if isinstance(resources, dict) else None
     pools = [named] if isinstance(named, str) and named in settings.pool_names() else settings.pool_names()
-    cap = max((settings.preemption_timeout_for(p) for p in pools), default=settings.preemption_timeout_s)
-    if own > cap:
-        where = f"resource pool {pools[0]!r}" if len(pools) == 1 else "any resource pool"
-        raise BadRequest(f"config.preemption_timeout: {own} seconds is over the {cap:g} seconds of {where}, "
-                         "the most an experiment may set")
+    if (problem := settings.preemption_timeout_problem(config.get("preemption_timeout"), pools)) is not None:
+        raise BadRequest(f"config.preemption_timeout: {problem}")
 
 
 # ---- lookups --------------------------------------------------------------------------------
