@@ -364,6 +364,12 @@ def _query(scope: Any, drop: str) -> str:
     return "&".join(p for p in raw.split("&") if p and unquote(p.split("=", 1)[0]) != drop)
 
 
+def top_level_navigation(connection: Any) -> bool:
+    """A browser's top-level navigation (a link followed, a URL typed), by its Fetch Metadata."""
+    return (connection.headers.get("sec-fetch-mode") == "navigate"
+            and connection.headers.get("sec-fetch-dest") in (None, "document"))
+
+
 def navigation_problem(request: AnyRequest) -> str | None:
     """Why a request signed in by the session cookie gets no ticket, or None: only a person's own
     top-level navigation does, typed or from the master's own pages (Fetch Metadata, which pages
@@ -375,7 +381,7 @@ def navigation_problem(request: AnyRequest) -> str | None:
     if site is None or mode is None:
         return ("the browser sent no Fetch Metadata (Sec-Fetch-Site, Sec-Fetch-Mode): open the task from this "
                 "master's own pages in a current browser, or send Authorization: Bearer")
-    if mode != "navigate" or dest not in (None, "document"):
+    if not top_level_navigation(request):
         return (f"only a top-level navigation gets a ticket to a task, not this request (Sec-Fetch-Mode: "
                 f"{mode[:20]}, Sec-Fetch-Dest: {(dest or '')[:20]}): a page cannot open a task for you")
     if site not in ("same-origin", "none"):
@@ -412,8 +418,7 @@ async def proxy_link(request: AnyRequest, task_id: str) -> Response[Any]:
         why = navigation_problem(request)
         if why is not None:
             here = f"/proxy/{segment}{rest or '/'}" + (f"?{query}" if query else "")
-            if request.headers.get("sec-fetch-mode") == "navigate" and \
-                    request.headers.get("sec-fetch-dest") in (None, "document"):
+            if top_level_navigation(request):
                 return _refused_navigation(task_id, why, here)
             raise Forbidden(why)
         token = webui_session.cookie_token(request)
@@ -473,8 +478,7 @@ def _from_another_site_page(connection: Any) -> bool:
     site = connection.headers.get("sec-fetch-site")
     if site is None or site in ("same-origin", "none"):
         return False
-    return not (connection.headers.get("sec-fetch-mode") == "navigate"
-                and connection.headers.get("sec-fetch-dest") in (None, "document"))
+    return not top_level_navigation(connection)
 
 
 def _session_token(connection: Any, task_id: str) -> str | None:
