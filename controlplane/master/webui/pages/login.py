@@ -75,10 +75,15 @@ def _refused(what: str, why: str) -> Response[Any]:
 
 async def _end_cookie_sessions(request: AnyRequest) -> None:
     """End every session whose token the browser sends as its session cookie (tossed ones too)."""
-    for token in web_session.cookie_tokens(request):
-        async with runtime_of(request).sessions.begin() as session:
+    tokens = web_session.cookie_tokens(request)
+    if not tokens:
+        return
+    rt = runtime_of(request)
+    async with rt.sessions.begin() as session:  # one transaction for all of them (at most MAX_COOKIE_VALUES)
+        for token in tokens:
             await auth.logout(session, token)
-        runtime_of(request).tokens.users.drop(token_hash(token))
+    for token in tokens:
+        rt.tokens.users.drop(token_hash(token))
 
 
 @get(web_session.LOGIN_PATH, opt=opt(Action.PUBLIC), include_in_schema=False)
