@@ -23,6 +23,7 @@ from controlplane.common.timeutil import aware, short_duration, utcnow
 from controlplane.config.experiment import preemption_timeout_s
 from controlplane.master.agent_hub import AgentConnection
 from controlplane.master.background import BackgroundLoop
+from controlplane.master.db.batches import in_batches
 from controlplane.master.db.models import Agent, Allocation, Experiment, TaskLog, Trial, User
 from controlplane.master.orchestration import (
     gang,
@@ -602,11 +603,11 @@ class Orchestrator:
     async def _live_allocations_on(self, session: AsyncSession, agent_id: str) -> list[Allocation]:
         """Read by the ids the live index names for the agent; those no longer live are dropped
         from it once this transaction commits."""
-        ids, seen_at = sorted(self.live.ids_on((agent_id,))), self.live.adds
+        ids, seen_at = self.live.ids_on((agent_id,)), self.live.adds
         allocs: list[Allocation] = []
-        for i in range(0, len(ids), orphans.CHUNK):
+        for batch in in_batches(ids):
             allocs += (await session.scalars(select(Allocation).where(
-                Allocation.id.in_(ids[i:i + orphans.CHUNK]), Allocation.state.in_(live_index.LIVE)))).all()
+                Allocation.id.in_(batch), Allocation.state.in_(live_index.LIVE)))).all()
         gone = set(ids) - {a.id for a in allocs}
         if gone:
             self.after_commit(functools.partial(self.live.drop, gone, seen_at))

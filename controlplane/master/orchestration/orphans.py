@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware
 from controlplane.master.agent_hub import AgentConnection
+from controlplane.master.db.batches import in_batches
 from controlplane.master.db.models import Allocation
 from controlplane.master.orchestration import gang
 from controlplane.master.orchestration.live_index import LIVE
@@ -29,8 +30,6 @@ from controlplane.master.orchestration.live_index import LIVE
 # An agent that re-registers without an allocation it was running gets this long to deliver the
 # allocation's buffered exit before the allocation is declared lost.
 ORPHAN_GRACE_S = 5.0
-# ids per query: well under SQLite's and asyncpg's bound-parameter limits
-CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,9 @@ async def live_ranks(session: AsyncSession, agent_ids: Collection[str],
     and only these allocations' ranks decoded."""
     columns = select(Allocation.id, Allocation.assigned_at, Allocation.agent_id, Allocation.slot_ids,
                      Allocation.resources).where(Allocation.state.in_(LIVE))
-    wanted: list[str] = sorted(ids)
     rows: list[tuple[str, datetime | None, str | None, list[Any], list[Any]]] = []
-    for i in range(0, len(wanted), CHUNK):
-        rows += (await session.execute(columns.where(Allocation.id.in_(wanted[i:i + CHUNK])))).all()
+    for batch in in_batches(ids):
+        rows += (await session.execute(columns.where(Allocation.id.in_(batch)))).all()
     found: dict[str, list[LiveRank]] = {}
     for alloc_id, assigned_at, agent_id, slot_ids, resources in rows:
         for rank in gang.ranks_in(resources, agent_id, slot_ids):

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from controlplane.common.timeutil import aware
+from controlplane.master.db.batches import in_batches
 from controlplane.master.db.models import Agent, Allocation, Experiment, PaiJob, Trial
 from controlplane.master.orchestration import gang, pai_jobs, rendezvous
 from controlplane.master.runtime_core import RuntimeCore
@@ -28,7 +29,6 @@ from controlplane.scheduler.model import DEFAULT_PRIORITY, AgentSnapshot, PoolPo
 from controlplane.state import allocation as A
 
 UNUSABLE = "(invalid environment.image)"
-CHUNK = 500  # ids per query: under SQLite's and asyncpg's bound-parameter limits
 
 
 @dataclass
@@ -107,22 +107,22 @@ def _holds(resources: list[Any] | None, agent_id: str | None, slot_ids: list[Any
 
 async def _jobs(session: AsyncSession, ids: Collection[int]) -> dict[int, _Job]:
     """The experiments named, by id: their columns, each config decoded once."""
-    wanted, jobs = sorted(ids), {}
-    for i in range(0, len(wanted), CHUNK):
+    jobs = {}
+    for batch in in_batches(ids):
         for row in (await session.execute(select(
                 Experiment.id, Experiment.job_id, Experiment.priority, Experiment.config, Experiment.weight,
                 Experiment.max_slots, Experiment.queue_position, Experiment.start_time,
-        ).where(Experiment.id.in_(wanted[i:i + CHUNK])))).all():
+        ).where(Experiment.id.in_(batch)))).all():
             jobs[row.id] = _Job(row.id, row.job_id, row.priority, row.config or {}, row.weight, row.max_slots,
                                 row.queue_position, row.start_time)
     return jobs
 
 
 async def rows(session: AsyncSession, ids: Collection[str]) -> Mapping[str, Allocation]:
-    """The allocations the pass acts on (placed, preempted), as rows: one query per CHUNK of them."""
-    wanted, found = sorted(ids), {}
-    for i in range(0, len(wanted), CHUNK):
-        for alloc in (await session.scalars(select(Allocation).where(Allocation.id.in_(wanted[i:i + CHUNK])))).all():
+    """The allocations the pass acts on (placed, preempted), as rows: one query per batch of them."""
+    found = {}
+    for batch in in_batches(ids):
+        for alloc in (await session.scalars(select(Allocation).where(Allocation.id.in_(batch)))).all():
             found[alloc.id] = alloc
     return found
 
